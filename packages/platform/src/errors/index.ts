@@ -1,0 +1,11 @@
+export { API_ERRORS, isApiErrorName, type ApiErrorName, type ApiErrorSpec } from './catalogue.js';
+export {
+  AppError,
+  appErrorFromRpc,
+  appErrorToRpc,
+  isAppError,
+  mapAppErrorToRpc,
+  type AppErrorOptions,
+  type ErrorFields,
+} from './app-error.js';
+export { apiErrorBody, errorHeaders, streamErrorEvent, v1ErrorBody } from './wire.js';

@@ -1,0 +1,1 @@
+export { GracefulShutdown, type ShutdownOptions } from './shutdown.js';

@@ -1,0 +1,13 @@
+export { AsyncQueue } from './async-queue.js';
+export { closeClient, createClient, waitForClientReady, type ClientOptions } from './client.js';
+export { grpcServiceDefinition, methodPath } from './definition.js';
+export { GrpcStatus, isRpcError, METADATA, RpcError, type ErrorDetails } from './errors.js';
+export { DEFAULT_MAX_MESSAGE_BYTES, GrpcServer, type GrpcServerOptions } from './server.js';
+export type {
+  CallContext,
+  CallOptions,
+  ClientMethod,
+  MethodImpl,
+  ServiceClient,
+  ServiceImpl,
+} from './types.js';

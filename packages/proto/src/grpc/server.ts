@@ -1,0 +1,228 @@
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { create, type DescMethod, type DescService } from '@bufbuild/protobuf';
+import type { GenService } from '@bufbuild/protobuf/codegenv2';
+import * as grpc from '@grpc/grpc-js';
+import { HealthImplementation } from 'grpc-health-check';
+import { AsyncQueue } from './async-queue.js';
+import { grpcServiceDefinition } from './definition.js';
+import { GrpcStatus, METADATA, RpcError } from './errors.js';
+import type { CallContext, GenServiceMethods, ServiceImpl } from './types.js';
+
+/** Gives the product 16 MiB messages: conversations arrive whole and oldest messages are dropped later. */
+export const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+
+export interface GrpcServerOptions {
+  /** Turns a domain error into an RpcError; return undefined to fall back to INTERNAL. */
+  mapError?: (error: unknown) => RpcError | undefined;
+  /** Told about every error that was not an RpcError (a bug or an outage): the caller only sees INTERNAL. */
+  onUnexpectedError?: (error: unknown, context: CallContext) => void;
+  /** Runs every handler inside this wrapper, e.g. to bind the request id to a logging context. */
+  runInContext?: <T>(context: CallContext, handler: () => T) => T;
+  credentials?: grpc.ServerCredentials;
+  channelOptions?: grpc.ChannelOptions;
+}
+
+type GrpcCall =
+  | grpc.ServerUnaryCall<object, object>
+  | grpc.ServerReadableStream<object, object>
+  | grpc.ServerWritableStream<object, object>
+  | grpc.ServerDuplexStream<object, object>;
+type AnyHandler = (input: unknown, context: CallContext) => unknown;
+
+/**
+ * A @grpc/grpc-js server for protobuf-es services with `grpc.health.v1` built in: every registered
+ * service reports SERVING once listening and NOT_SERVING from the start of a shutdown, so Kubernetes
+ * gRPC probes and load balancers drain it before it stops.
+ */
+export class GrpcServer {
+  readonly server: grpc.Server;
+  readonly health = new HealthImplementation({ '': 'NOT_SERVING' });
+  private readonly serviceNames: string[] = [];
+  private readonly liveCalls = new Set<AbortController>();
+  private listening = false;
+
+  constructor(private readonly options: GrpcServerOptions = {}) {
+    this.server = new grpc.Server({
+      'grpc.max_receive_message_length': DEFAULT_MAX_MESSAGE_BYTES,
+      'grpc.max_send_message_length': DEFAULT_MAX_MESSAGE_BYTES,
+      ...options.channelOptions,
+    });
+    this.health.addToServer(this.server);
+  }
+
+  add<S extends GenServiceMethods>(service: GenService<S>, implementation: ServiceImpl<S>): this {
+    const descriptor = service as unknown as DescService;
+    const handlers: grpc.UntypedServiceImplementation = {};
+    for (const method of descriptor.methods) {
+      const handler = (implementation as unknown as Record<string, AnyHandler>)[method.localName];
+      if (typeof handler !== 'function')
+        throw new Error(`${descriptor.typeName}: no handler for ${method.name}`);
+      handlers[method.localName] = this.adapt(method, handler.bind(implementation));
+    }
+    this.server.addService(grpcServiceDefinition(descriptor), handlers);
+    this.serviceNames.push(descriptor.typeName);
+    this.health.setStatus(descriptor.typeName, 'NOT_SERVING');
+    return this;
+  }
+
+  /** Binds `host:port` (port 0 picks a free one) and returns the bound port. */
+  async listen(address: string): Promise<number> {
+    const port = await new Promise<number>((resolve, reject) => {
+      this.server.bindAsync(
+        address,
+        this.options.credentials ?? grpc.ServerCredentials.createInsecure(),
+        (error, bound) => (error ? reject(error) : resolve(bound)),
+      );
+    });
+    this.listening = true;
+    this.setServing('SERVING');
+    return port;
+  }
+
+  /**
+   * Stops taking calls (health NOT_SERVING first), lets running calls finish for `graceMs`, then cancels
+   * what is left.
+   */
+  async shutdown(graceMs = 10_000): Promise<void> {
+    this.setServing('NOT_SERVING');
+    if (!this.listening) {
+      this.server.forceShutdown();
+      return;
+    }
+    this.listening = false;
+    const graceful = new Promise<void>((resolve) => this.server.tryShutdown(() => resolve()));
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<'expired'>((resolve) => {
+      timer = setTimeout(() => resolve('expired'), graceMs);
+    });
+    const outcome = await Promise.race([graceful, expired]);
+    clearTimeout(timer);
+    if (outcome === 'expired') {
+      for (const call of this.liveCalls)
+        call.abort(new RpcError(GrpcStatus.UNAVAILABLE, 'server shutting down'));
+      this.server.forceShutdown();
+    }
+  }
+
+  private setServing(status: 'SERVING' | 'NOT_SERVING'): void {
+    this.health.setStatus('', status);
+    for (const name of this.serviceNames) this.health.setStatus(name, status);
+  }
+
+  private adapt(method: DescMethod, handler: AnyHandler): grpc.UntypedHandleCall {
+    const run = (
+      call: GrpcCall,
+      input: unknown,
+    ): { context: CallContext; result: unknown; done: () => void } => {
+      const abort = new AbortController();
+      this.liveCalls.add(abort);
+      (call as NodeJS.EventEmitter).on('cancelled', () =>
+        abort.abort(new RpcError(GrpcStatus.CANCELLED, 'call cancelled by the caller')),
+      );
+      const context = contextOf(method, call, abort.signal);
+      const invoke = () => handler(input, context);
+      const result = this.options.runInContext ? this.options.runInContext(context, invoke) : invoke();
+      return { context, result, done: () => this.liveCalls.delete(abort) };
+    };
+
+    switch (method.methodKind) {
+      case 'unary':
+        return (call: grpc.ServerUnaryCall<object, object>, callback: grpc.sendUnaryData<object>) => {
+          this.respondOnce(method, run(call, call.request), callback);
+        };
+      case 'client_streaming':
+        return (call: grpc.ServerReadableStream<object, object>, callback: grpc.sendUnaryData<object>) => {
+          this.respondOnce(method, run(call, readRequests(call)), callback);
+        };
+      case 'server_streaming':
+        return (call: grpc.ServerWritableStream<object, object>) => {
+          void this.respondStream(method, run(call, call.request), call);
+        };
+      case 'bidi_streaming':
+        return (call: grpc.ServerDuplexStream<object, object>) => {
+          void this.respondStream(method, run(call, readRequests(call)), call);
+        };
+    }
+  }
+
+  private respondOnce(
+    method: DescMethod,
+    started: { context: CallContext; result: unknown; done: () => void },
+    callback: grpc.sendUnaryData<object>,
+  ): void {
+    Promise.resolve(started.result).then(
+      (response) => {
+        started.done();
+        callback(null, create(method.output, response as never));
+      },
+      (error: unknown) => {
+        started.done();
+        callback(this.toServiceError(error, started.context));
+      },
+    );
+  }
+
+  private async respondStream(
+    method: DescMethod,
+    started: { context: CallContext; result: unknown; done: () => void },
+    call: grpc.ServerWritableStream<object, object> | grpc.ServerDuplexStream<object, object>,
+  ): Promise<void> {
+    try {
+      for await (const response of started.result as AsyncIterable<unknown>) {
+        if (started.context.signal.aborted) break;
+        if (!call.write(create(method.output, response as never)))
+          await drained(call, started.context.signal);
+      }
+      if (!started.context.signal.aborted) call.end();
+    } catch (error) {
+      if (!started.context.signal.aborted) call.emit('error', this.toServiceError(error, started.context));
+    } finally {
+      started.done();
+    }
+  }
+
+  private toServiceError(error: unknown, context: CallContext): Partial<grpc.StatusObject> {
+    let rpcError = error instanceof RpcError ? error : this.options.mapError?.(error);
+    if (!rpcError) {
+      this.options.onUnexpectedError?.(error, context);
+      rpcError = new RpcError(GrpcStatus.INTERNAL, 'internal error');
+    }
+    return { code: rpcError.status, details: rpcError.message, metadata: rpcError.toMetadata() };
+  }
+}
+
+function contextOf(method: DescMethod, call: GrpcCall, signal: AbortSignal): CallContext {
+  const sentId = call.metadata.get(METADATA.requestId)[0];
+  const deadline = call.getDeadline();
+  return {
+    method,
+    requestId:
+      typeof sentId === 'string' && sentId.length > 0 && sentId.length <= 128 ? sentId : randomUUID(),
+    metadata: call.metadata,
+    deadline:
+      deadline instanceof Date ? deadline : Number.isFinite(deadline) ? new Date(deadline) : undefined,
+    signal,
+    peer: call.getPeer(),
+  };
+}
+
+/** The caller's messages as an async iterable that fails with CANCELLED when the caller goes away. */
+function readRequests(
+  call: grpc.ServerReadableStream<object, object> | grpc.ServerDuplexStream<object, object>,
+): AsyncIterable<object> {
+  const queue = new AsyncQueue<object>();
+  call.on('data', (message: object) => queue.push(message));
+  call.on('end', () => queue.end());
+  call.on('error', (error: unknown) => queue.fail(error));
+  call.on('cancelled', () => queue.fail(new RpcError(GrpcStatus.CANCELLED, 'call cancelled by the caller')));
+  return queue;
+}
+
+async function drained(stream: NodeJS.EventEmitter, signal: AbortSignal): Promise<void> {
+  try {
+    await once(stream, 'drain', { signal });
+  } catch {
+    // aborted: the caller is gone, the loop stops on the next check
+  }
+}
