@@ -1,0 +1,72 @@
+export * from './errors.js';
+export {
+  BLOB_BYTES,
+  BLOB_CAPACITY_BYTES,
+  BLOB_LENGTH_PREFIX_BYTES,
+  BYTES_PER_FIELD_ELEMENT,
+  FIELD_ELEMENTS_PER_BLOB,
+  MAX_BLOB_PAYLOAD_BYTES,
+  USABLE_BYTES_PER_FIELD_ELEMENT,
+  decodeBlob,
+  encodeBlob,
+} from './blob/codec.js';
+export {
+  KZG_COMMITMENT_BYTES,
+  KZG_PROOF_BYTES,
+  VERSIONED_HASH_VERSION_KZG,
+  blobSidecarOf,
+  commitmentOf,
+  kzg,
+  loadKzgTrustedSetup,
+  proofOf,
+  verifyBlobProof,
+  versionedHash,
+  type BlobSidecar,
+} from './blob/kzg.js';
+export {
+  P256_PRIVATE_KEY_BYTES,
+  P256_PUBLIC_KEY_BYTES,
+  SessionKeyPair,
+  parseP256PublicKey,
+} from './envelope/session-key.js';
+export {
+  MAX_PROMPT_PLAINTEXT_BYTES,
+  PROMPT_ENVELOPE_OVERHEAD_BYTES,
+  PROMPT_LABEL,
+  PROMPT_WIRE_VERSION,
+  decryptPrompt,
+  encryptPrompt,
+  promptAad,
+  promptFitsOneBlob,
+  type PromptBinding,
+  type PromptEncryptionRandomness,
+} from './envelope/prompt-cipher.js';
+export {
+  PROMPT_PLAINTEXT_VERSION,
+  PROMPT_ROLES,
+  REPLY_KEY_BYTES,
+  decodePromptPlaintext,
+  encodePromptPlaintext,
+  generateReplyKey,
+  type Prompt,
+  type PromptMessage,
+  type PromptRole,
+} from './envelope/prompt-plaintext.js';
+export { openPrompt } from './envelope/open-prompt.js';
+export {
+  ANSWER_FRAME_OVERHEAD_BYTES,
+  AnswerFrameKind,
+  answerFrameAad,
+  decryptAnswerFrame,
+  encryptAnswerFrame,
+  responseHashOf,
+  type AnswerFramePosition,
+} from './envelope/answer-frame.js';
+export {
+  finalAnswerDigest,
+  isFinalAnswerSignedBy,
+  recoverFinalAnswerSigner,
+  signFinalAnswer,
+  type FinalAnswerBinding,
+  type MessageSigner,
+} from './envelope/answer-signature.js';
