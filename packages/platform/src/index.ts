@@ -1,1 +1,6 @@
-export {};
+export * from './config/index.js';
+export * from './errors/index.js';
+export * from './lifecycle/index.js';
+export * from './logging/index.js';
+export * from './rpc.js';
+export * from './store/index.js';

@@ -1,0 +1,102 @@
+import { Redis } from 'ioredis';
+import type {
+  ConcurrencyLeases,
+  Counters,
+  ExclusiveLocks,
+  ExpiringValues,
+  FrameStreams,
+  NonceAllocator,
+  Presence,
+  RateWindows,
+  RevocationMarkers,
+  Store,
+} from '../store.js';
+import { requireKey, requirePositiveInteger } from '../validation.js';
+import { BlockingConnectionPool } from './blocking-connections.js';
+import { RedisConcurrencyLeases } from './concurrency-leases.js';
+import { RedisCounters } from './counters.js';
+import { RedisExclusiveLocks } from './exclusive-locks.js';
+import { RedisExpiringValues } from './expiring-values.js';
+import { RedisFrameStreams } from './frame-streams.js';
+import { RedisKeyspace } from './keys.js';
+import { RedisNonceAllocator } from './nonces.js';
+import { RedisPresence } from './presence.js';
+import { RedisRateWindows } from './rate-windows.js';
+import { RedisRevocationMarkers } from './revocations.js';
+import { RedisCommandRunner } from './redis-client.js';
+
+const DEFAULT_MAX_BLOCKING_READERS = 32;
+
+export interface RedisStoreOptions {
+  /**
+   * An ioredis client with the default (RESP2) reply mapping, which the store uses but never closes, or
+   * a `redis://` / `rediss://` URL, for which the store opens and closes its own client.
+   */
+  readonly redis: Redis | string;
+  /** Prefix of every key the store writes (`<namespace>:…`), so services and test runs can share a server. */
+  readonly namespace: string;
+  /** Most connections held by blocking frame reads at once; more readers queue for one. Default 32. */
+  readonly maxBlockingReaders?: number;
+  /** Told about errors of connections the store opened (ioredis reconnects by itself meanwhile). */
+  readonly onConnectionError?: (error: Error) => void;
+}
+
+/** The store over Redis (6.2 or later): every check is one command or one Lua script on server time. */
+export class RedisStore implements Store {
+  readonly rateWindows: RateWindows;
+  readonly concurrency: ConcurrencyLeases;
+  readonly locks: ExclusiveLocks;
+  readonly values: ExpiringValues;
+  readonly counters: Counters;
+  readonly frames: FrameStreams;
+  readonly presence: Presence;
+  readonly nonces: NonceAllocator;
+  readonly revocations: RevocationMarkers;
+  readonly keyspace: RedisKeyspace;
+
+  readonly #redis: RedisCommandRunner;
+  readonly #ownsClient: boolean;
+  readonly #blockingConnections: BlockingConnectionPool;
+
+  constructor(options: RedisStoreOptions) {
+    requireKey('namespace', options.namespace);
+    const maxBlockingReaders = options.maxBlockingReaders ?? DEFAULT_MAX_BLOCKING_READERS;
+    requirePositiveInteger('maxBlockingReaders', maxBlockingReaders);
+    const onConnectionError = options.onConnectionError ?? (() => undefined);
+
+    this.#ownsClient = typeof options.redis === 'string';
+    const client = typeof options.redis === 'string' ? new Redis(options.redis) : options.redis;
+    // Without a listener ioredis reports every reconnect attempt on stderr; failed commands still reject.
+    if (this.#ownsClient) client.on('error', onConnectionError);
+
+    this.#redis = new RedisCommandRunner(client);
+    this.#blockingConnections = new BlockingConnectionPool(client, maxBlockingReaders, onConnectionError);
+    this.keyspace = new RedisKeyspace(options.namespace);
+    this.rateWindows = new RedisRateWindows(this.#redis, this.keyspace);
+    this.concurrency = new RedisConcurrencyLeases(this.#redis, this.keyspace);
+    this.locks = new RedisExclusiveLocks(this.#redis, this.keyspace);
+    this.values = new RedisExpiringValues(this.#redis, this.keyspace);
+    this.counters = new RedisCounters(this.#redis, this.keyspace);
+    this.frames = new RedisFrameStreams(this.#redis, this.keyspace, this.#blockingConnections);
+    this.presence = new RedisPresence(this.#redis, this.keyspace);
+    this.nonces = new RedisNonceAllocator(this.#redis, this.keyspace);
+    this.revocations = new RedisRevocationMarkers(this.#redis, this.keyspace);
+  }
+
+  async ping(): Promise<void> {
+    await this.#redis.command('ping', (client) => client.ping());
+  }
+
+  async close(): Promise<void> {
+    if (this.#redis.closed) return;
+    this.#redis.markClosed();
+    this.#blockingConnections.close();
+    if (!this.#ownsClient) return;
+    try {
+      await this.#redis.client.quit();
+    } catch {
+      // QUIT fails only when the connection is already gone, which is the state close() wants.
+      this.#redis.client.disconnect();
+    }
+  }
+}

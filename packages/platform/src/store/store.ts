@@ -1,0 +1,184 @@
+// The store port: the few shared-state primitives the services need, each one atomic on its own, so any
+// service can run with N replicas. Times are read from the store's clock (Redis server time), never from
+// the calling replica, so replicas with skewed clocks still agree on every window, lease and expiry.
+
+/** Milliseconds since the Unix epoch, read from the store's clock. */
+export type EpochMs = number;
+
+/** Outcome of one hit on a sliding rate window. */
+export interface RateWindowVerdict {
+  readonly allowed: boolean;
+  readonly limit: number;
+  /** Hits still allowed in the window after this one. */
+  readonly remaining: number;
+  /** 0 when allowed; otherwise the wait until enough counted hits leave the window for one more to pass. */
+  readonly retryAfterMs: number;
+  /** When the window will hold no counted hit, i.e. the whole limit is available again. */
+  readonly resetAtMs: EpochMs;
+}
+
+/** Sliding-window rate limits (an exact log of hits). A refused hit is not counted. */
+export interface RateWindows {
+  /** Counts one hit against `key` when fewer than `limit` hits happened in the last `windowMs`. */
+  hit(key: string, limit: number, windowMs: number): Promise<RateWindowVerdict>;
+}
+
+export interface LeaseGranted {
+  readonly granted: true;
+  readonly leaseId: string;
+  /** Live leases of the key, this one included. */
+  readonly active: number;
+  readonly expiresAtMs: EpochMs;
+}
+
+export interface LeaseRefused {
+  readonly granted: false;
+  readonly active: number;
+  /** Wait until enough leases expire for one more to fit; a release may free a slot sooner. */
+  readonly retryAfterMs: number;
+}
+
+export type LeaseOutcome = LeaseGranted | LeaseRefused;
+
+/** Counted leases: at most `limit` live leases per key; a lease nobody releases frees its slot at its TTL. */
+export interface ConcurrencyLeases {
+  acquire(key: string, limit: number, ttlMs: number): Promise<LeaseOutcome>;
+  /** Moves a live lease's expiry to `ttlMs` from now; false when the lease expired or was released. */
+  renew(key: string, leaseId: string, ttlMs: number): Promise<boolean>;
+  /** Idempotent; true when the lease was still live. */
+  release(key: string, leaseId: string): Promise<boolean>;
+  /** Live leases of the key. */
+  count(key: string): Promise<number>;
+}
+
+export type LockAttempt =
+  | { readonly acquired: true; readonly expiresAtMs: EpochMs }
+  | { readonly acquired: false; readonly holderId: string; readonly retryAfterMs: number };
+
+/** Exclusive locks with an owner and a TTL (e.g. one pooled session serves one job at a time). */
+export interface ExclusiveLocks {
+  /** Takes the lock when free; the current owner calling again refreshes its TTL (re-entrant). */
+  tryAcquire(key: string, ownerId: string, ttlMs: number): Promise<LockAttempt>;
+  /** Only the owner renews; false when the lock is not (or no longer) held by `ownerId`. */
+  renew(key: string, ownerId: string, ttlMs: number): Promise<boolean>;
+  /** Only the owner releases; false when the lock is not held by `ownerId`. */
+  release(key: string, ownerId: string): Promise<boolean>;
+  holder(key: string): Promise<string | null>;
+}
+
+/** String values that expire (affinity map, single-use tokens, reservations). */
+export interface ExpiringValues {
+  set(key: string, value: string, ttlMs: number): Promise<void>;
+  /** Stores the value only when the key holds none; true when it was stored. */
+  setIfAbsent(key: string, value: string, ttlMs: number): Promise<boolean>;
+  get(key: string): Promise<string | null>;
+  /** Reads and deletes in one step: of N concurrent takers exactly one gets the value. */
+  take(key: string): Promise<string | null>;
+  delete(key: string): Promise<boolean>;
+  /** Deletes only while the key still holds `expected` (releasing what the caller itself reserved). */
+  compareAndDelete(key: string, expected: string): Promise<boolean>;
+}
+
+export interface CounterIncrementOptions {
+  /** Expiry of the whole counter record, set when the record has none yet (so later increments keep it). */
+  readonly ttlMs?: number;
+}
+
+/** Records of named signed 64-bit counters; overflow is refused, never wrapped. */
+export interface Counters {
+  /** Adds `by` (default 1) to one field and returns the field's new value. */
+  increment(
+    key: string,
+    field: string,
+    by?: bigint | number,
+    options?: CounterIncrementOptions,
+  ): Promise<bigint>;
+  /** Every field of the record; `{}` when there is none. */
+  get(key: string): Promise<Record<string, bigint>>;
+  delete(key: string): Promise<boolean>;
+}
+
+/** Position of a frame in its stream; opaque to callers, ordered by append. */
+export type FrameCursor = string;
+
+export interface Frame {
+  readonly cursor: FrameCursor;
+  readonly dedupId: string;
+  readonly payload: Uint8Array;
+}
+
+export interface FrameAppendResult {
+  /** false when a frame with the same dedup id was appended before; nothing was appended then. */
+  readonly appended: boolean;
+  /** Cursor of the frame holding this dedup id (the earlier one for a duplicate). */
+  readonly cursor: FrameCursor;
+}
+
+export interface FrameReadOptions {
+  /** Wait up to this long for a frame when none is there yet; 0 (default) returns at once. */
+  readonly blockMs?: number;
+  /** Most frames returned by one read (default 100). */
+  readonly count?: number;
+}
+
+/** Per-job append-only frame streams, read from the start by whichever replica serves the request. */
+export interface FrameStreams {
+  /** Appends unless `dedupId` is already in the stream (checked and written in one step). */
+  append(streamKey: string, dedupId: string, payload: Uint8Array): Promise<FrameAppendResult>;
+  /** Frames after `after` (null: from the start), oldest first; may block, see options. */
+  read(streamKey: string, after: FrameCursor | null, options?: FrameReadOptions): Promise<Frame[]>;
+  /** Drops the stream and its dedup ids `ttlMs` from now; false when the stream does not exist. */
+  expire(streamKey: string, ttlMs: number): Promise<boolean>;
+}
+
+export interface PresenceEntry {
+  readonly member: string;
+  readonly value: string;
+  readonly expiresAtMs: EpochMs;
+}
+
+/** Members of a group that announced themselves recently (worker presence with models and capacity). */
+export interface Presence {
+  /** Adds or refreshes a member with its value, live for `ttlMs`. */
+  announce(group: string, member: string, value: string, ttlMs: number): Promise<void>;
+  /** Live members, sorted by member. */
+  list(group: string): Promise<PresenceEntry[]>;
+  withdraw(group: string, member: string): Promise<boolean>;
+}
+
+/** Transaction nonces of one account shared by several replicas that send from it. */
+export interface NonceAllocator {
+  /**
+   * Hands out the next nonce: never one handed out before (until `reset`), never below
+   * `chainNonceFloor` (the pending nonce the caller read from the chain).
+   */
+  allocate(account: string, chainNonceFloor: number): Promise<number>;
+  /** Recovery: the next `allocate` hands out `nextNonce` (or the floor, when higher). */
+  reset(account: string, nextNonce: number): Promise<void>;
+  /** The nonce the next `allocate` would hand out, floor aside; null when none was allocated yet. */
+  peek(account: string): Promise<number | null>;
+}
+
+/** Permanent revocation markers, written before a revocation is acknowledged and read on every request. */
+export interface RevocationMarkers {
+  mark(id: string): Promise<void>;
+  isMarked(id: string): Promise<boolean>;
+  /** The ids among `ids` that are marked. */
+  markedAmong(ids: readonly string[]): Promise<Set<string>>;
+}
+
+export interface Store {
+  readonly rateWindows: RateWindows;
+  readonly concurrency: ConcurrencyLeases;
+  readonly locks: ExclusiveLocks;
+  readonly values: ExpiringValues;
+  readonly counters: Counters;
+  readonly frames: FrameStreams;
+  readonly presence: Presence;
+  readonly nonces: NonceAllocator;
+  readonly revocations: RevocationMarkers;
+  /** Resolves when the store answers; rejects with a StoreError otherwise (health checks). */
+  ping(): Promise<void>;
+  /** Releases connections; pending blocking reads and later calls reject with StoreClosedError. */
+  close(): Promise<void>;
+}

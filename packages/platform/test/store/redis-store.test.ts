@@ -1,0 +1,152 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Redis } from 'ioredis';
+import { RedisStore, StoreCommandError, StoreUnavailableError, type Store } from '../../src/store/index.js';
+import { describeStoreContract } from './store-contract.js';
+
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+// One namespace per run, so parallel suites and earlier runs on the same server never meet.
+const NAMESPACE = `svc-test:store:${randomUUID()}`;
+
+async function deleteNamespace(redis: Redis, namespace: string): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${namespace}:*`, 'COUNT', 500);
+    if (keys.length > 0) await redis.unlink(...keys);
+    cursor = next;
+  } while (cursor !== '0');
+}
+
+describeStoreContract('RedisStore', async () => {
+  // Two replicas: one store opening its own connection from the URL, one over a client it is handed.
+  const handedClient = new Redis(REDIS_URL);
+  const first = new RedisStore({ redis: REDIS_URL, namespace: NAMESPACE, maxBlockingReaders: 8 });
+  const second = new RedisStore({ redis: handedClient, namespace: NAMESPACE, maxBlockingReaders: 8 });
+  const scratch: Store[] = [];
+  return {
+    replicas: [first, second],
+    openScratch: async () => {
+      const own = new RedisStore({ redis: REDIS_URL, namespace: NAMESPACE });
+      scratch.push(own);
+      return own;
+    },
+    dispose: async () => {
+      await Promise.all([first, second, ...scratch].map((s) => s.close()));
+      await deleteNamespace(handedClient, NAMESPACE);
+      await handedClient.quit();
+    },
+  };
+});
+
+describe('RedisStore on a real Redis', () => {
+  let admin: Redis;
+  let store: RedisStore;
+
+  beforeAll(() => {
+    admin = new Redis(REDIS_URL);
+    store = new RedisStore({ redis: REDIS_URL, namespace: `${NAMESPACE}:own` });
+  });
+
+  afterAll(async () => {
+    await store.close();
+    await deleteNamespace(admin, `${NAMESPACE}:own`);
+    await deleteNamespace(admin, `${NAMESPACE}:other`);
+    await admin.quit();
+  });
+
+  it('keeps namespaces apart on one server', async () => {
+    const other = new RedisStore({ redis: admin, namespace: `${NAMESPACE}:other` });
+    await store.values.set('shared-name', 'mine', 60_000);
+    await store.revocations.mark('key-1');
+    expect(await other.values.get('shared-name')).toBeNull();
+    expect(await other.revocations.isMarked('key-1')).toBe(false);
+    await other.close();
+  });
+
+  it('writes only under its namespace', async () => {
+    const namespace = `${NAMESPACE}:own`;
+    await store.counters.increment('c', 'f');
+    await store.frames.append('job-1', '1:0', new Uint8Array([1]));
+    await store.presence.announce('workers', 'w', 'v', 60_000);
+    expect(await admin.exists(`${namespace}:counters:c`)).toBe(1);
+    expect(await admin.exists(`${namespace}:frames:{job-1}`, `${namespace}:frames:{job-1}:dedup`)).toBe(2);
+    expect(await admin.exists(`${namespace}:presence:{workers}:expiries`)).toBe(1);
+  });
+
+  it('leaves a client it was handed open when it closes', async () => {
+    const handed = new Redis(REDIS_URL);
+    const borrowing = new RedisStore({ redis: handed, namespace: `${NAMESPACE}:other` });
+    await borrowing.ping();
+    await borrowing.close();
+    expect(await handed.ping()).toBe('PONG');
+    await handed.quit();
+  });
+
+  it('serves other calls on its shared connection while a read is blocked', async () => {
+    const stream = `job-${randomUUID()}`;
+    let readSettled = false;
+    const reading = store.frames.read(stream, null, { blockMs: 10_000 }).finally(() => {
+      readSettled = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await store.values.set('during-read', 'ok', 60_000);
+    expect(await store.values.get('during-read')).toBe('ok');
+    await store.ping();
+    expect(readSettled).toBe(false);
+    await store.frames.append(stream, '1:0', new Uint8Array([7]));
+    expect((await reading).map((f) => f.dedupId)).toEqual(['1:0']);
+  });
+
+  it('queues blocked readers beyond its connection limit instead of failing them', async () => {
+    const narrow = new RedisStore({ redis: REDIS_URL, namespace: `${NAMESPACE}:own`, maxBlockingReaders: 1 });
+    const streams = ['a', 'b', 'c'].map((name) => `job-${name}-${randomUUID()}`);
+    const readers = streams.map((stream) => narrow.frames.read(stream, null, { blockMs: 10_000 }));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    for (const stream of streams) await store.frames.append(stream, '1:0', new Uint8Array([1]));
+    expect((await Promise.all(readers)).map((frames) => frames.length)).toEqual([1, 1, 1]);
+    await narrow.close();
+  });
+
+  it('keeps the dedup ids of a stream for as long as the stream', async () => {
+    const namespace = `${NAMESPACE}:own`;
+    await store.frames.append('job-ttl', '1:0', new Uint8Array([1]));
+    await store.frames.expire('job-ttl', 60_000);
+    await store.frames.append('job-ttl', '1:1', new Uint8Array([2]));
+    const dedupTtl = await admin.pttl(`${namespace}:frames:{job-ttl}:dedup`);
+    expect(dedupTtl).toBeGreaterThan(50_000);
+    expect(dedupTtl).toBeLessThanOrEqual(60_000);
+  });
+
+  it('keeps revocation markers without expiry', async () => {
+    await store.revocations.mark('key-permanent');
+    expect(await admin.pttl(`${NAMESPACE}:own:revoked`)).toBe(-1);
+  });
+
+  it('reloads its scripts after the server forgot them', async () => {
+    await store.rateWindows.hit('after-flush', 5, 60_000);
+    await admin.script('FLUSH');
+    expect((await store.rateWindows.hit('after-flush', 5, 60_000)).remaining).toBe(3);
+  });
+
+  it('reports a command Redis refuses as StoreCommandError naming the operation', async () => {
+    await admin.rpush(store.keyspace.value('not-a-string'), 'x');
+    const failure = store.values.get('not-a-string');
+    await expect(failure).rejects.toThrow(StoreCommandError);
+    await expect(failure).rejects.toMatchObject({ operation: 'values.get' });
+  });
+
+  it('reports an unreachable server as StoreUnavailableError', async () => {
+    const unreachable = new Redis({
+      port: 1,
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
+    unreachable.on('error', () => undefined);
+    const down = new RedisStore({ redis: unreachable, namespace: `${NAMESPACE}:down` });
+    await expect(down.ping()).rejects.toThrow(StoreUnavailableError);
+    await expect(down.nonces.allocate('0xsender', 0)).rejects.toThrow(StoreUnavailableError);
+    await down.close();
+    unreachable.disconnect();
+  });
+});
