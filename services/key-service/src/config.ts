@@ -1,0 +1,116 @@
+import { env, loadConfig, type ConfigOf } from '@svc/platform';
+
+/**
+ * Every setting of the key-service, read once from the environment at start-up. Defaults run the
+ * all-in-one mode on one machine; docs/key-service.md carries the reference generated from this shape.
+ */
+export const keyServiceConfigShape = {
+  GRPC_HOST: env.string({ doc: 'Interface the gRPC server binds.', default: '0.0.0.0' }),
+  GRPC_PORT: env.port({ doc: 'Port of the KeyService gRPC server (0 picks a free one).', default: 50051 }),
+  LOG_LEVEL: env.oneOf({
+    doc: 'Least severe log level written.',
+    values: ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const,
+    default: 'info',
+  }),
+
+  DATABASE_URL: env.url({
+    doc: 'PostgreSQL connection URL of the key database.',
+    protocols: ['postgres', 'postgresql'],
+    default: 'postgresql://postgres@127.0.0.1:5432/svc',
+    secret: true,
+  }),
+  DATABASE_POOL_SIZE: env.int({
+    doc: 'Most PostgreSQL connections this replica opens.',
+    default: 10,
+    min: 1,
+  }),
+  RUN_MIGRATIONS: env.bool({
+    doc: 'Apply pending migrations at start (under an advisory lock, so replicas may all do it).',
+    default: true,
+  }),
+  REDIS_URL: env.url({
+    doc: 'Redis holding nonces and revocation markers shared with the gateways; unset uses an in-memory store (all-in-one mode only).',
+    protocols: ['redis', 'rediss'],
+    secret: true,
+  }),
+  STORE_NAMESPACE: env.string({
+    doc: 'Key prefix of the shared store; the gateways must use the same one to see revocations.',
+    default: 'svc',
+  }),
+  KAFKA_BROKERS: env.optionalString({
+    doc: 'Kafka brokers (host:port, comma-separated); unset uses the in-process event bus.',
+  }),
+  KAFKA_CLIENT_ID: env.string({ doc: 'Kafka client id of this service.', default: 'key-service' }),
+
+  SIWE_DOMAIN: env.string({
+    doc: 'RFC 3986 authority the sign-in message names and verification requires (the site users sign in to).',
+    default: 'localhost:8080',
+  }),
+  SIWE_URI: env.url({
+    doc: 'URI the sign-in message names and verification requires.',
+    default: 'http://localhost:8080',
+  }),
+  CHAIN_ID: env.int({ doc: 'EIP-155 chain id the sign-in message is bound to.', default: 31337, min: 1 }),
+  SIWE_STATEMENT: env.string({
+    doc: 'Human-readable statement of the sign-in message.',
+    default: 'Sign in to manage API keys',
+  }),
+  SIWE_CHALLENGE_TTL: env.durationMs({ doc: 'How long a sign-in nonce stays usable.', default: '5m' }),
+  SIWE_CLOCK_SKEW: env.durationMs({
+    doc: "Tolerance for the signer's clock on issued-at, expiration and not-before.",
+    default: '60s',
+  }),
+
+  SIGNIN_TOKEN_ISSUER: env.string({ doc: '`iss` of sign-in tokens.', default: 'svc-key-service' }),
+  SIGNIN_TOKEN_AUDIENCE: env.string({ doc: '`aud` of sign-in tokens.', default: 'svc-api' }),
+  SIGNIN_TOKEN_TTL: env.durationMs({ doc: 'Lifetime of a sign-in token.', default: '1h' }),
+  SIGNIN_TOKEN_SIGNING_KEY: env.optionalString({
+    doc: 'Private key that signs new sign-in tokens: an EC P-256 or Ed25519 JWK (JSON, with `kid`) or a PKCS#8 PEM. Unset: a key is generated at start, valid for this process only (all-in-one mode).',
+    secret: true,
+  }),
+  SIGNIN_TOKEN_SIGNING_KEY_ID: env.optionalString({
+    doc: '`kid` of SIGNIN_TOKEN_SIGNING_KEY when it is a PEM (a JWK carries its own).',
+  }),
+  SIGNIN_TOKEN_VERIFICATION_KEYS: env.optionalString({
+    doc: 'Older public keys still accepted during a rotation: a JWK Set (JSON) whose keys each carry `kid` and `alg`.',
+  }),
+
+  API_KEY_PEPPER: env.optionalString({
+    doc: 'Secret mixed into stored key hashes (HMAC-SHA-256). Set it before the first key is minted; changing it invalidates every key.',
+    secret: true,
+  }),
+  MAX_ACTIVE_KEYS_PER_WALLET: env.int({ doc: 'Active keys one wallet may hold.', default: 25, min: 1 }),
+
+  RESERVATION_DEFAULT_TTL: env.durationMs({
+    doc: 'Lifetime of a spend reservation whose caller sets none.',
+    default: '10m',
+  }),
+  RESERVATION_MAX_TTL: env.durationMs({ doc: 'Longest lifetime a caller may ask for.', default: '1h' }),
+  RESERVATION_SWEEP_INTERVAL: env.durationMs({
+    doc: 'How often lapsed reservations are released.',
+    default: '15s',
+  }),
+  LIMIT_HIT_REPORT_RETENTION: env.durationMs({
+    doc: 'How long request ids of limit-hit reports are kept to drop repeated reports.',
+    default: '24h',
+  }),
+  OUTBOX_POLL_INTERVAL: env.durationMs({
+    doc: 'How often the outbox relay looks for unpublished key events (it is also woken after each change).',
+    default: '1s',
+  }),
+  OUTBOX_RETENTION: env.durationMs({
+    doc: 'How long published key events stay in the outbox table before they are pruned.',
+    default: '168h',
+  }),
+  OUTBOX_BATCH_SIZE: env.int({ doc: 'Most key events one relay pass publishes.', default: 100, min: 1 }),
+  LIFECYCLE_CONSUMER_GROUP: env.string({
+    doc: 'Consumer group that settles reservations from job lifecycle events.',
+    default: 'key-service.spend-settlement',
+  }),
+};
+
+export type KeyServiceConfig = ConfigOf<typeof keyServiceConfigShape>;
+
+export function loadKeyServiceConfig(source: NodeJS.ProcessEnv = process.env): KeyServiceConfig {
+  return loadConfig(keyServiceConfigShape, source);
+}

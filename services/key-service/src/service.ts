@@ -1,0 +1,128 @@
+import type { Logger } from '@svc/platform';
+import type { ServiceImpl } from '@svc/proto';
+import type { KeyServiceConfig } from './config.js';
+import type { PrismaClient } from './db/database.js';
+import { OutboxRelay } from './events/outbox-relay.js';
+import { jobLifecycleTopic, keyEventsTopic } from './events/topics.js';
+import {
+  keyServiceHandlers,
+  type KeyServiceDomain,
+  type KeyServiceMethods,
+} from './grpc/key-service-handlers.js';
+import { ApiKeyHasher } from './keys/api-key-secret.js';
+import { ApiKeys } from './keys/api-keys.js';
+import { KeyResolver } from './keys/key-resolver.js';
+import { LimitHits } from './keys/limit-hits.js';
+import type { EventBus, EventSubscription, Store } from './platform-ports.js';
+import { SignIn } from './signin/sign-in.js';
+import { SignInChallenges, type SiweSettings } from './signin/sign-in-challenges.js';
+import { SignInTokens } from './signin/sign-in-tokens.js';
+import { SignedMessageVerifier } from './signin/signed-message-verifier.js';
+import type { TokenKeyRing } from './signin/token-key-ring.js';
+import { lifecycleSettlementHandler } from './spend/lifecycle-settlement.js';
+import { createReservationSweeper } from './spend/reservation-sweeper.js';
+import { SpendLedger } from './spend/spend-ledger.js';
+
+/** What the key-service runs on; main.ts passes the real ones, tests whatever they need. */
+export interface KeyServicePorts {
+  readonly config: KeyServiceConfig;
+  readonly db: PrismaClient;
+  readonly store: Store;
+  readonly bus: EventBus;
+  readonly tokenKeys: TokenKeyRing;
+  readonly logger: Logger;
+  /** The clock of sign-in checks and tokens (reservation expiries use the database's). */
+  readonly now?: () => Date;
+}
+
+export interface KeyServiceInstance {
+  readonly handlers: ServiceImpl<KeyServiceMethods>;
+  readonly domain: KeyServiceDomain;
+  readonly relay: OutboxRelay;
+  /** Subscribes to job lifecycle events and starts the outbox relay and the reservation sweeper. */
+  start(): Promise<void>;
+  /** Stops the background work (waiting for passes in progress); leaves the ports open. */
+  stop(): Promise<void>;
+}
+
+/** Builds the key-service from its ports: no globals, nothing started until `start`. */
+export function buildKeyService(ports: KeyServicePorts): KeyServiceInstance {
+  const { config, db, store, bus, tokenKeys, logger } = ports;
+  const now = ports.now ?? (() => new Date());
+
+  const siwe: SiweSettings = {
+    domain: config.SIWE_DOMAIN,
+    uri: config.SIWE_URI ?? '',
+    chainId: config.CHAIN_ID,
+    statement: config.SIWE_STATEMENT,
+    challengeTtlMs: config.SIWE_CHALLENGE_TTL,
+    clockSkewMs: config.SIWE_CLOCK_SKEW,
+  };
+  const challenges = new SignInChallenges(store.values, siwe, now);
+  const tokens = new SignInTokens(
+    tokenKeys,
+    {
+      issuer: config.SIGNIN_TOKEN_ISSUER,
+      audience: config.SIGNIN_TOKEN_AUDIENCE,
+      ttlMs: config.SIGNIN_TOKEN_TTL,
+    },
+    now,
+  );
+  const signIn = new SignIn(challenges, new SignedMessageVerifier(challenges, siwe, now), tokens);
+
+  const relay = new OutboxRelay(
+    db,
+    bus,
+    { pollIntervalMs: config.OUTBOX_POLL_INTERVAL, batchSize: config.OUTBOX_BATCH_SIZE },
+    logger,
+  );
+  const hasher = new ApiKeyHasher(config.API_KEY_PEPPER);
+  const apiKeys = new ApiKeys(
+    db,
+    hasher,
+    store.revocations,
+    { maxActiveKeysPerWallet: config.MAX_ACTIVE_KEYS_PER_WALLET },
+    () => relay.wake(),
+  );
+  const resolver = new KeyResolver(db, hasher, store.revocations, logger);
+  const ledger = new SpendLedger(db, {
+    defaultTtlMs: config.RESERVATION_DEFAULT_TTL,
+    maxTtlMs: config.RESERVATION_MAX_TTL,
+  });
+  const limitHits = new LimitHits(db);
+  const sweeper = createReservationSweeper(
+    ledger,
+    limitHits,
+    relay,
+    {
+      intervalMs: config.RESERVATION_SWEEP_INTERVAL,
+      limitHitReportRetentionMs: config.LIMIT_HIT_REPORT_RETENTION,
+      publishedEventRetentionMs: config.OUTBOX_RETENTION,
+    },
+    logger,
+  );
+
+  const domain: KeyServiceDomain = { signIn, tokenKeys, apiKeys, resolver, ledger, limitHits };
+  let lifecycleSubscription: EventSubscription | undefined;
+
+  return {
+    handlers: keyServiceHandlers(domain),
+    domain,
+    relay,
+    async start() {
+      await bus.ensureTopics([keyEventsTopic, jobLifecycleTopic]);
+      lifecycleSubscription = await bus.subscribe(jobLifecycleTopic, {
+        group: config.LIFECYCLE_CONSUMER_GROUP,
+        handler: lifecycleSettlementHandler(ledger, logger),
+      });
+      relay.start();
+      sweeper.start();
+      // Events committed while no replica ran go out now, not at the first poll.
+      relay.wake();
+    },
+    async stop() {
+      await lifecycleSubscription?.close();
+      await Promise.all([relay.stop(), sweeper.stop()]);
+    },
+  };
+}

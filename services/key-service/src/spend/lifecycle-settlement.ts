@@ -1,0 +1,50 @@
+import { isAppError, type Logger } from '@svc/platform';
+import {
+  JobLifecycleKind,
+  type JobLifecycleEvent,
+} from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
+import { parseWei } from '../money/wei.js';
+import type { ReceivedEvent } from '../platform-ports.js';
+import type { SpendLedger } from './spend-ledger.js';
+
+/** Kinds that end a call without an answer: each gives the reservation back. */
+const RELEASING_KINDS = new Set([
+  JobLifecycleKind.FAILED,
+  JobLifecycleKind.DIVERGED,
+  JobLifecycleKind.REFUNDED,
+]);
+
+/**
+ * Settles spend reservations from job lifecycle events, so the reservation of a call whose gateway died
+ * still ends right: `answered` commits at the fee charged, `failed` / `diverged` / `refunded` release.
+ * Idempotent: the first settlement wins, so redelivered or late events change nothing. Events about
+ * reservations this service does not hold (per-call payments) are ignored.
+ */
+export function lifecycleSettlementHandler(ledger: SpendLedger, logger: Logger) {
+  return async (event: ReceivedEvent<JobLifecycleEvent>): Promise<void> => {
+    const { kind, reservationId, feeWei } = event.message;
+    const answered = kind === JobLifecycleKind.ANSWERED;
+    if (!answered && !RELEASING_KINDS.has(kind)) return;
+    if (!reservationId) return;
+    try {
+      const state = answered
+        ? await ledger.commit(
+            reservationId,
+            feeWei ? parseWei(feeWei.decimal, 'fee_wei') : undefined,
+            'event',
+          )
+        : await ledger.release(reservationId, 'event');
+      logger.debug(
+        { reservationId, kind: JobLifecycleKind[kind], state },
+        'settled a reservation from an event',
+      );
+    } catch (error) {
+      // A domain refusal (unknown reservation, a fee above the hold) will not change on a retry; an outage will.
+      if (!isAppError(error)) throw error;
+      logger.warn(
+        { err: error, reservationId, eventId: event.eventId, kind: JobLifecycleKind[kind] },
+        'lifecycle event settles no reservation',
+      );
+    }
+  };
+}

@@ -1,0 +1,283 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { ApiKey } from '@svc/proto/gen/svc/key/v1/api_key_pb';
+import { ApiKeyState } from '@svc/proto/gen/svc/key/v1/api_key_pb';
+import { generateSigningKey, TokenKeyRing } from '../src/signin/token-key-ring.js';
+import type { RedisStore } from '../src/platform-ports.js';
+import { errorCodeOf } from './support/errors.js';
+import { startReplica, type KeyServiceReplica } from './support/key-service-harness.js';
+import { randomWallet } from './support/sign-in.js';
+import { createTestDatabase, type TestDatabase } from './support/test-database.js';
+import { createTestStore, type TestStore } from './support/test-store.js';
+
+let database: TestDatabase;
+let redis: TestStore;
+let replicaA: KeyServiceReplica;
+let replicaB: KeyServiceReplica;
+let storeA: RedisStore;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  redis = createTestStore();
+  const signing = await generateSigningKey();
+  const tokenKeys = new TokenKeyRing(signing.key, [signing.verification]);
+  storeA = redis.open();
+  // Two replicas over one database and one shared store, each with its own store connection.
+  replicaA = await startReplica({
+    databaseUrl: database.url,
+    store: storeA,
+    tokenKeys,
+    startBackground: false,
+  });
+  replicaB = await startReplica({
+    databaseUrl: database.url,
+    store: redis.open(),
+    tokenKeys,
+    startBackground: false,
+  });
+});
+
+afterAll(async () => {
+  await replicaA?.close();
+  await replicaB?.close();
+  await redis?.cleanup();
+  await database?.drop();
+});
+
+const wallet = () => ({ hex: randomWallet().address });
+
+function asListed(key: ApiKey) {
+  return {
+    id: key.id,
+    prefix: key.prefix,
+    name: key.name,
+    spendCapWei: key.spendCapWei?.decimal ?? null,
+    spentWei: key.spentWei?.decimal,
+    revoked: key.revokedAt !== undefined,
+  };
+}
+
+describe('mint', () => {
+  it('returns the full key once, with 256 bits in base 62, and the listing fields', async () => {
+    const owner = wallet();
+    const minted = await replicaA.client.mintKey({
+      wallet: owner,
+      name: 'ci',
+      spendCapWei: { decimal: '1000' },
+    });
+    expect(minted.fullKey).toMatch(/^svc_[0-9A-Za-z]{43}$/);
+    const key = minted.apiKey!;
+    expect(key.prefix).toBe(minted.fullKey.slice(0, 11));
+    expect(asListed(key)).toEqual({
+      id: key.id,
+      prefix: key.prefix,
+      name: 'ci',
+      spendCapWei: '1000',
+      spentWei: '0',
+      revoked: false,
+    });
+    expect(key.limitHits).toMatchObject({ rate: 0n, concurrency: 0n, spendCap: 0n, sessionOpens: 0n });
+    expect(Math.abs(Number(key.createdAt!.seconds) * 1000 - Date.now())).toBeLessThan(60_000);
+  });
+
+  it('stores only a hash: no column holds the key', async () => {
+    const minted = await replicaA.client.mintKey({ wallet: wallet() });
+    const rows = await replicaA.db.$queryRaw<Array<{ row: string }>>`
+      SELECT row_to_json(k)::text AS row FROM api_keys k WHERE id = ${minted.apiKey!.id}::uuid`;
+    expect(rows[0]!.row).not.toContain(minted.fullKey);
+    expect(rows[0]!.row).not.toContain(minted.fullKey.slice(11));
+  });
+
+  it('takes a name of exactly 64 characters and refuses 65', async () => {
+    const owner = wallet();
+    const name = 'é'.repeat(64);
+    expect((await replicaA.client.mintKey({ wallet: owner, name })).apiKey!.name).toBe(name);
+    expect(await errorCodeOf(replicaA.client.mintKey({ wallet: owner, name: 'x'.repeat(65) }))).toBe(
+      'invalid_request',
+    );
+  });
+
+  it.each([['-1'], ['1.5'], ['1e18'], ['abc'], [''], [(2n ** 256n).toString()]])(
+    'refuses the cap %p with invalid_request',
+    async (decimal) => {
+      expect(await errorCodeOf(replicaA.client.mintKey({ wallet: wallet(), spendCapWei: { decimal } }))).toBe(
+        'invalid_request',
+      );
+    },
+  );
+
+  it('keeps a wallet at 25 active keys when 50 mints race, and a revoked key frees a slot', async () => {
+    const owner = wallet();
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 50 }, (_, index) =>
+        (index % 2 === 0 ? replicaA : replicaB).client.mintKey({ wallet: owner, name: `k${index}` }),
+      ),
+    );
+    const minted = outcomes.filter((outcome) => outcome.status === 'fulfilled');
+    const refused = outcomes.filter((outcome) => outcome.status === 'rejected');
+    expect(minted).toHaveLength(25);
+    expect(refused.map((outcome) => (outcome.reason as { appCode?: string }).appCode)).toEqual(
+      Array(25).fill('api_key_limit'),
+    );
+    const listed = (await replicaA.client.listKeys({ wallet: owner })).apiKeys;
+    expect(listed).toHaveLength(25);
+
+    expect(await errorCodeOf(replicaA.client.mintKey({ wallet: owner }))).toBe('api_key_limit');
+    await replicaA.client.revokeKey({ wallet: owner, keyId: listed[0]!.id });
+    await expect(replicaA.client.mintKey({ wallet: owner })).resolves.toBeDefined();
+  });
+});
+
+describe('list', () => {
+  it('lists the wallet keys newest first, revoked included, never the key', async () => {
+    const owner = wallet();
+    const first = await replicaA.client.mintKey({ wallet: owner, name: 'first' });
+    const second = await replicaA.client.mintKey({ wallet: owner, name: 'second' });
+    await replicaA.client.revokeKey({ wallet: owner, keyId: first.apiKey!.id });
+    const listed = (await replicaA.client.listKeys({ wallet: owner })).apiKeys;
+    expect(listed.map((key) => key.name)).toEqual(['second', 'first']);
+    expect(listed[1]!.revokedAt).toBeDefined();
+    expect(listed[1]!.prefix).toBe(first.apiKey!.prefix);
+    expect(
+      JSON.stringify(listed, (_, value: unknown) => (typeof value === 'bigint' ? String(value) : value)),
+    ).not.toContain(second.fullKey.slice(11));
+  });
+});
+
+describe('state table', () => {
+  it('active → PATCH cap (set, change, remove) → revoke → PATCH 409 → delete → gone', async () => {
+    const owner = wallet();
+    const { apiKey } = await replicaA.client.mintKey({ wallet: owner });
+    const keyId = apiKey!.id;
+
+    const capped = await replicaA.client.updateSpendCap({
+      wallet: owner,
+      keyId,
+      spendCap: { case: 'capWei', value: { decimal: '5000' } },
+    });
+    expect(capped.apiKey!.spendCapWei?.decimal).toBe('5000');
+    const uncapped = await replicaA.client.updateSpendCap({
+      wallet: owner,
+      keyId,
+      spendCap: { case: 'noCap', value: {} },
+    });
+    expect(uncapped.apiKey!.spendCapWei).toBeUndefined();
+    expect(await errorCodeOf(replicaA.client.updateSpendCap({ wallet: owner, keyId }))).toBe(
+      'invalid_request',
+    );
+
+    expect(await errorCodeOf(replicaA.client.deleteKey({ wallet: owner, keyId }))).toBe('api_key_active');
+
+    await replicaA.client.revokeKey({ wallet: owner, keyId });
+    // Revoking again succeeds and changes nothing.
+    await replicaA.client.revokeKey({ wallet: owner, keyId });
+    expect(
+      await errorCodeOf(
+        replicaA.client.updateSpendCap({
+          wallet: owner,
+          keyId,
+          spendCap: { case: 'capWei', value: { decimal: '1' } },
+        }),
+      ),
+    ).toBe('api_key_revoked');
+    const [revoked] = (await replicaA.client.listKeys({ wallet: owner })).apiKeys;
+    expect(revoked!.spendCapWei).toBeUndefined();
+    expect(revoked!.revokedAt).toBeDefined();
+
+    await replicaA.client.deleteKey({ wallet: owner, keyId });
+    expect((await replicaA.client.listKeys({ wallet: owner })).apiKeys).toEqual([]);
+    expect(await errorCodeOf(replicaA.client.deleteKey({ wallet: owner, keyId }))).toBe('api_key_not_found');
+    expect(await errorCodeOf(replicaA.client.revokeKey({ wallet: owner, keyId }))).toBe('api_key_not_found');
+    // The tombstone stays for the spend history.
+    const tombstones = await replicaA.db.apiKey.count({ where: { id: keyId, deletedAt: { not: null } } });
+    expect(tombstones).toBe(1);
+  });
+
+  it('answers another wallet exactly as an unknown id, on every route', async () => {
+    const owner = wallet();
+    const intruder = wallet();
+    const { apiKey } = await replicaA.client.mintKey({ wallet: owner });
+    const keyId = apiKey!.id;
+    const unknownId = '00000000-0000-4000-8000-000000000000';
+    const cap = { case: 'capWei' as const, value: { decimal: '1' } };
+    for (const id of [keyId, unknownId, 'not-a-uuid']) {
+      expect(
+        await errorCodeOf(replicaA.client.updateSpendCap({ wallet: intruder, keyId: id, spendCap: cap })),
+      ).toBe('api_key_not_found');
+      expect(await errorCodeOf(replicaA.client.revokeKey({ wallet: intruder, keyId: id }))).toBe(
+        'api_key_not_found',
+      );
+      expect(await errorCodeOf(replicaA.client.deleteKey({ wallet: intruder, keyId: id }))).toBe(
+        'api_key_not_found',
+      );
+    }
+    expect((await replicaA.client.listKeys({ wallet: intruder })).apiKeys).toEqual([]);
+    // The owner's key is untouched by all of it.
+    const [key] = (await replicaA.client.listKeys({ wallet: owner })).apiKeys;
+    expect(key!.revokedAt).toBeUndefined();
+    expect(key!.spendCapWei).toBeUndefined();
+  });
+});
+
+describe('resolution', () => {
+  it('resolves a key to its id, wallet, state and cap', async () => {
+    const owner = wallet();
+    const minted = await replicaA.client.mintKey({ wallet: owner, spendCapWei: { decimal: '77' } });
+    const resolved = await replicaA.client.resolveKey({ presentedKey: minted.fullKey });
+    expect(resolved).toMatchObject({
+      keyId: minted.apiKey!.id,
+      prefix: minted.apiKey!.prefix,
+      wallet: { hex: owner.hex },
+      state: ApiKeyState.ACTIVE,
+      spendCapWei: { decimal: '77' },
+    });
+  });
+
+  it('answers an unknown key, a near miss and a sign-in token with invalid_api_key', async () => {
+    const minted = await replicaA.client.mintKey({ wallet: wallet() });
+    const nearMiss = minted.fullKey.slice(0, -1) + (minted.fullKey.endsWith('a') ? 'b' : 'a');
+    for (const presentedKey of [nearMiss, 'svc_short', 'eyJhbGciOiJFUzI1NiJ9.e30.sig', '']) {
+      expect(await errorCodeOf(replicaA.client.resolveKey({ presentedKey }))).toBe('invalid_api_key');
+    }
+  });
+
+  it('sees a revocation made through another replica at once', async () => {
+    const owner = wallet();
+    const minted = await replicaA.client.mintKey({ wallet: owner });
+    expect((await replicaA.client.resolveKey({ presentedKey: minted.fullKey })).state).toBe(
+      ApiKeyState.ACTIVE,
+    );
+    await replicaB.client.revokeKey({ wallet: owner, keyId: minted.apiKey!.id });
+    expect(await storeA.revocations.isMarked(minted.apiKey!.id)).toBe(true);
+    expect((await replicaA.client.resolveKey({ presentedKey: minted.fullKey })).state).toBe(
+      ApiKeyState.REVOKED,
+    );
+  });
+
+  it('reads the revocation marker on every resolution', async () => {
+    const minted = await replicaA.client.mintKey({ wallet: wallet() });
+    // A marker alone (as a revocation in flight would leave it) already stops the key.
+    await storeA.revocations.mark(minted.apiKey!.id);
+    expect((await replicaA.client.resolveKey({ presentedKey: minted.fullKey })).state).toBe(
+      ApiKeyState.REVOKED,
+    );
+  });
+
+  it('writes back a missing marker of a key revoked in the database', async () => {
+    const minted = await replicaA.client.mintKey({ wallet: wallet() });
+    await replicaA.db.apiKey.update({ where: { id: minted.apiKey!.id }, data: { revokedAt: new Date() } });
+    expect((await replicaA.client.resolveKey({ presentedKey: minted.fullKey })).state).toBe(
+      ApiKeyState.REVOKED,
+    );
+    expect(await storeA.revocations.isMarked(minted.apiKey!.id)).toBe(true);
+  });
+
+  it('does not resolve a deleted key', async () => {
+    const owner = wallet();
+    const minted = await replicaA.client.mintKey({ wallet: owner });
+    await replicaA.client.revokeKey({ wallet: owner, keyId: minted.apiKey!.id });
+    await replicaA.client.deleteKey({ wallet: owner, keyId: minted.apiKey!.id });
+    expect(await errorCodeOf(replicaA.client.resolveKey({ presentedKey: minted.fullKey }))).toBe(
+      'invalid_api_key',
+    );
+  });
+});

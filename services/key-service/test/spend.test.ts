@@ -1,0 +1,350 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { create } from '@bufbuild/protobuf';
+import { durationFromMs } from '@bufbuild/protobuf/wkt';
+import {
+  JobLifecycleEventSchema,
+  JobLifecycleKind,
+} from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
+import { LimitKind } from '@svc/proto/gen/svc/key/v1/api_key_pb';
+import { SpendReservationState } from '@svc/proto/gen/svc/key/v1/spend_reservation_pb';
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { jobLifecycleTopic } from '../src/events/topics.js';
+import { lifecycleSettlementHandler } from '../src/spend/lifecycle-settlement.js';
+import { EmbeddedEventBus, type EventBus } from '../src/platform-ports.js';
+import { generateSigningKey, TokenKeyRing } from '../src/signin/token-key-ring.js';
+import { errorCodeOf } from './support/errors.js';
+import { silentLogger, startReplica, type KeyServiceReplica } from './support/key-service-harness.js';
+import { randomWallet } from './support/sign-in.js';
+import { createTestDatabase, type TestDatabase } from './support/test-database.js';
+import { createTestStore, type TestStore } from './support/test-store.js';
+
+let database: TestDatabase;
+let redis: TestStore;
+let bus: EventBus;
+let replica: KeyServiceReplica;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  redis = createTestStore();
+  bus = new EmbeddedEventBus({ handlerRetry: { initialDelayMs: 10, maxDelayMs: 50 } });
+  const signing = await generateSigningKey();
+  replica = await startReplica({
+    databaseUrl: database.url,
+    store: redis.open(),
+    tokenKeys: new TokenKeyRing(signing.key, [signing.verification]),
+    bus,
+    // The sweeper is driven by hand below.
+    env: { RESERVATION_SWEEP_INTERVAL: '1h' },
+  });
+});
+
+afterAll(async () => {
+  await replica?.close();
+  await bus?.close();
+  await redis?.cleanup();
+  await database?.drop();
+});
+
+const FEE = 1_000_000n;
+
+async function mintKey(spendCapWei?: bigint) {
+  const owner = { hex: randomWallet().address };
+  const minted = await replica.client.mintKey({
+    wallet: owner,
+    spendCapWei: spendCapWei === undefined ? undefined : { decimal: spendCapWei.toString() },
+  });
+  return { owner, keyId: minted.apiKey!.id };
+}
+
+function reserve(keyId: string, amount: bigint = FEE, requestId: string = randomUUID(), ttlMs?: number) {
+  return replica.client.reserveSpend({
+    keyId,
+    amountWei: { decimal: amount.toString() },
+    requestId,
+    ttl: ttlMs === undefined ? undefined : durationFromMs(ttlMs),
+  });
+}
+
+async function reservedId(keyId: string, amount: bigint = FEE): Promise<string> {
+  const outcome = (await reserve(keyId, amount)).outcome;
+  if (outcome.case !== 'reserved') throw new Error(`expected a reservation, got ${outcome.case}`);
+  return outcome.value.reservationId;
+}
+
+async function totals(keyId: string) {
+  const key = await replica.db.apiKey.findUniqueOrThrow({ where: { id: keyId } });
+  return { spent: BigInt(key.spentWei.toFixed()), reserved: BigInt(key.reservedWei.toFixed()) };
+}
+
+async function listed(owner: { hex: string }, keyId: string) {
+  const keys = (await replica.client.listKeys({ wallet: owner })).apiKeys;
+  return keys.find((key) => key.id === keyId)!;
+}
+
+describe('reservations', () => {
+  it('grants exactly 10 of 100 parallel reservations against a cap of 10 fees', async () => {
+    const { keyId } = await mintKey(10n * FEE);
+    const outcomes = await Promise.all(Array.from({ length: 100 }, () => reserve(keyId)));
+    const granted = outcomes.filter((response) => response.outcome.case === 'reserved');
+    const refused = outcomes.filter((response) => response.outcome.case === 'refused');
+    expect(granted).toHaveLength(10);
+    expect(refused).toHaveLength(90);
+    expect(refused[0]!.outcome.value).toMatchObject({
+      spendCapWei: { decimal: (10n * FEE).toString() },
+      spentWei: { decimal: '0' },
+      reservedWei: { decimal: (10n * FEE).toString() },
+    });
+    expect(await totals(keyId)).toEqual({ spent: 0n, reserved: 10n * FEE });
+  });
+
+  it('returns the same reservation for a repeated request id, also under concurrency', async () => {
+    const { keyId } = await mintKey(10n * FEE);
+    const requestId = randomUUID();
+    const outcomes = await Promise.all(Array.from({ length: 10 }, () => reserve(keyId, FEE, requestId)));
+    const ids = new Set(
+      outcomes.map((response) =>
+        response.outcome.case === 'reserved' ? response.outcome.value.reservationId : '',
+      ),
+    );
+    expect(ids.size).toBe(1);
+    expect([...ids][0]).not.toBe('');
+    expect(await totals(keyId)).toEqual({ spent: 0n, reserved: FEE });
+  });
+
+  it('reserves without limit on a key with no cap', async () => {
+    const { keyId } = await mintKey();
+    const outcome = (await reserve(keyId, 10n ** 30n)).outcome;
+    expect(outcome.case).toBe('reserved');
+  });
+
+  it('refuses a revoked or unknown key with invalid_api_key', async () => {
+    const { owner, keyId } = await mintKey(10n * FEE);
+    await replica.client.revokeKey({ wallet: owner, keyId });
+    expect(await errorCodeOf(reserve(keyId))).toBe('invalid_api_key');
+    expect(await errorCodeOf(reserve(randomUUID()))).toBe('invalid_api_key');
+  });
+
+  it('refuses a ttl beyond the maximum and a missing request id with invalid_request', async () => {
+    const { keyId } = await mintKey();
+    expect(await errorCodeOf(reserve(keyId, FEE, randomUUID(), 2 * 60 * 60_000))).toBe('invalid_request');
+    expect(await errorCodeOf(reserve(keyId, FEE, ''))).toBe('invalid_request');
+  });
+});
+
+describe('settlement', () => {
+  it('commits at the fee charged and frees the rest of the hold', async () => {
+    const { owner, keyId } = await mintKey(10n * FEE);
+    const reservationId = await reservedId(keyId);
+    const committed = await replica.client.commitSpend({ reservationId, chargedWei: { decimal: '600000' } });
+    expect(committed.state).toBe(SpendReservationState.COMMITTED);
+    expect(await totals(keyId)).toEqual({ spent: 600_000n, reserved: 0n });
+    expect((await listed(owner, keyId)).spentWei?.decimal).toBe('600000');
+  });
+
+  it('refuses to commit more than was reserved', async () => {
+    const { keyId } = await mintKey(10n * FEE);
+    const reservationId = await reservedId(keyId);
+    expect(
+      await errorCodeOf(
+        replica.client.commitSpend({ reservationId, chargedWei: { decimal: (FEE + 1n).toString() } }),
+      ),
+    ).toBe('invalid_request');
+    expect(await totals(keyId)).toEqual({ spent: 0n, reserved: FEE });
+  });
+
+  it('gives a released reservation back (a failed call costs nothing)', async () => {
+    const { keyId } = await mintKey(FEE);
+    const reservationId = await reservedId(keyId);
+    expect((await reserve(keyId)).outcome.case).toBe('refused');
+    expect((await replica.client.releaseSpend({ reservationId })).state).toBe(SpendReservationState.RELEASED);
+    expect(await totals(keyId)).toEqual({ spent: 0n, reserved: 0n });
+    expect((await reserve(keyId)).outcome.case).toBe('reserved');
+  });
+
+  it('lets the first of concurrent commits and releases win, and later ones change nothing', async () => {
+    const { keyId } = await mintKey(100n * FEE);
+    const reservationIds = await Promise.all(Array.from({ length: 10 }, () => reservedId(keyId)));
+    const results = await Promise.all(
+      reservationIds.flatMap((reservationId) => [
+        replica.client.commitSpend({ reservationId, chargedWei: { decimal: FEE.toString() } }),
+        replica.client.releaseSpend({ reservationId }),
+        replica.client.commitSpend({ reservationId, chargedWei: { decimal: FEE.toString() } }),
+        replica.client.releaseSpend({ reservationId }),
+      ]),
+    );
+    let committed = 0;
+    for (let index = 0; index < reservationIds.length; index += 1) {
+      const states = new Set(results.slice(index * 4, index * 4 + 4).map((result) => result.state));
+      // Every settlement of one reservation reports the one outcome that won.
+      expect(states.size).toBe(1);
+      if (states.has(SpendReservationState.COMMITTED)) committed += 1;
+    }
+    expect(await totals(keyId)).toEqual({ spent: BigInt(committed) * FEE, reserved: 0n });
+  });
+});
+
+describe('spend cap rules', () => {
+  it('refuses with the cap when the next fee would pass it, and counts only answered calls', async () => {
+    const { keyId } = await mintKey(2n * FEE + FEE / 2n);
+    for (let call = 0; call < 2; call += 1) {
+      const reservationId = await reservedId(keyId);
+      await replica.client.commitSpend({ reservationId, chargedWei: { decimal: FEE.toString() } });
+    }
+    const refused = (await reserve(keyId)).outcome;
+    expect(refused.case).toBe('refused');
+    expect(refused.value).toMatchObject({ spendCapWei: { decimal: (2n * FEE + FEE / 2n).toString() } });
+    expect((await reserve(keyId, FEE / 2n)).outcome.case).toBe('reserved');
+  });
+
+  it('refuses the next call once the cap is set below what was spent, and a raised cap lets it through', async () => {
+    const { owner, keyId } = await mintKey();
+    for (let call = 0; call < 3; call += 1) {
+      const reservationId = await reservedId(keyId);
+      await replica.client.commitSpend({ reservationId, chargedWei: { decimal: FEE.toString() } });
+    }
+    const lowered = await replica.client.updateSpendCap({
+      wallet: owner,
+      keyId,
+      spendCap: { case: 'capWei', value: { decimal: FEE.toString() } },
+    });
+    expect(lowered.apiKey!.spentWei?.decimal).toBe((3n * FEE).toString());
+    expect((await reserve(keyId)).outcome.case).toBe('refused');
+    await replica.client.updateSpendCap({
+      wallet: owner,
+      keyId,
+      spendCap: { case: 'capWei', value: { decimal: (4n * FEE).toString() } },
+    });
+    expect((await reserve(keyId)).outcome.case).toBe('reserved');
+    expect((await reserve(keyId)).outcome.case).toBe('refused');
+    await replica.client.updateSpendCap({ wallet: owner, keyId, spendCap: { case: 'noCap', value: {} } });
+    expect((await reserve(keyId)).outcome.case).toBe('reserved');
+  });
+});
+
+describe('sweeper', () => {
+  it('releases a reservation whose TTL passed, once, leaving live ones held', async () => {
+    const { keyId } = await mintKey(10n * FEE);
+    const lapsing = (await reserve(keyId, FEE, randomUUID(), 100)).outcome;
+    const live = (await reserve(keyId, FEE, randomUUID(), 60_000)).outcome;
+    if (lapsing.case !== 'reserved' || live.case !== 'reserved') throw new Error('expected two reservations');
+    await sleep(250);
+    // Two sweeps at once, as two replicas would run them.
+    const [first, second] = await Promise.all([
+      replica.service.domain.ledger.releaseLapsed(100),
+      replica.service.domain.ledger.releaseLapsed(100),
+    ]);
+    expect(first + second).toBeGreaterThanOrEqual(1);
+    expect(await totals(keyId)).toEqual({ spent: 0n, reserved: FEE });
+    // The sweep settled it: a late commit changes nothing.
+    const late = await replica.client.commitSpend({
+      reservationId: lapsing.value.reservationId,
+      chargedWei: { decimal: FEE.toString() },
+    });
+    expect(late.state).toBe(SpendReservationState.RELEASED);
+    expect(await totals(keyId)).toEqual({ spent: 0n, reserved: FEE });
+  });
+});
+
+describe('job lifecycle events', () => {
+  function lifecycleEvent(kind: JobLifecycleKind, reservationId: string, feeWei?: bigint) {
+    return create(JobLifecycleEventSchema, {
+      eventId: randomUUID(),
+      reservationId,
+      kind,
+      feeWei: feeWei === undefined ? undefined : { decimal: feeWei.toString() },
+    });
+  }
+
+  async function eventually(check: () => Promise<boolean>): Promise<void> {
+    for (let attempt = 0; attempt < 100; attempt += 1) {
+      if (await check()) return;
+      await sleep(20);
+    }
+    throw new Error('condition not reached');
+  }
+
+  function received(kind: JobLifecycleKind, reservationId: string, feeWei?: bigint) {
+    const message = lifecycleEvent(kind, reservationId, feeWei);
+    return {
+      topic: jobLifecycleTopic.name,
+      message,
+      eventId: message.eventId,
+      key: reservationId,
+      typeName: message.$typeName,
+      requestId: undefined,
+      publishedAt: new Date(),
+      attempt: 1,
+    };
+  }
+
+  it('settles reservations from events on the bus: answered commits at the fee, failed releases', async () => {
+    const { keyId } = await mintKey(10n * FEE);
+    const answered = await reservedId(keyId);
+    const failed = await reservedId(keyId);
+    await bus.publish(jobLifecycleTopic, lifecycleEvent(JobLifecycleKind.ANSWERED, answered, 700_000n));
+    await bus.publish(jobLifecycleTopic, lifecycleEvent(JobLifecycleKind.FAILED, failed));
+    await eventually(async () => {
+      const { spent, reserved } = await totals(keyId);
+      return spent === 700_000n && reserved === 0n;
+    });
+  });
+
+  it('lets the first settlement win: later, repeated or contradicting events change nothing', async () => {
+    const handle = lifecycleSettlementHandler(replica.service.domain.ledger, silentLogger);
+    const { keyId } = await mintKey(10n * FEE);
+    const reservationId = await reservedId(keyId);
+    await handle(received(JobLifecycleKind.ANSWERED, reservationId, 700_000n));
+    await handle(received(JobLifecycleKind.ANSWERED, reservationId, FEE));
+    await handle(received(JobLifecycleKind.FAILED, reservationId));
+    await handle(received(JobLifecycleKind.DIVERGED, reservationId));
+    expect(await totals(keyId)).toEqual({ spent: 700_000n, reserved: 0n });
+
+    const released = await reservedId(keyId);
+    await handle(received(JobLifecycleKind.DIVERGED, released));
+    await handle(received(JobLifecycleKind.ANSWERED, released, FEE));
+    expect(await totals(keyId)).toEqual({ spent: 700_000n, reserved: 0n });
+  });
+
+  it('ignores other kinds and reservations it does not hold, and acknowledges a fee above the hold', async () => {
+    const handle = lifecycleSettlementHandler(replica.service.domain.ledger, silentLogger);
+    const { keyId } = await mintKey(10n * FEE);
+    const reservationId = await reservedId(keyId);
+    for (const kind of [JobLifecycleKind.REQUESTED, JobLifecycleKind.SUBMITTED, JobLifecycleKind.COMPLETED]) {
+      await handle(received(kind, reservationId, FEE));
+    }
+    await handle(received(JobLifecycleKind.ANSWERED, randomUUID(), FEE));
+    await handle(received(JobLifecycleKind.ANSWERED, 'x402-payment-reservation', FEE));
+    // A fee above the hold cannot be committed; retrying would never help, so the event is acknowledged.
+    await expect(
+      handle(received(JobLifecycleKind.ANSWERED, reservationId, FEE + 1n)),
+    ).resolves.toBeUndefined();
+    expect(await totals(keyId)).toEqual({ spent: 0n, reserved: FEE });
+  });
+});
+
+describe('limit hits', () => {
+  it('counts each kind, once per request id', async () => {
+    const { owner, keyId } = await mintKey();
+    const requestId = randomUUID();
+    await Promise.all(
+      Array.from({ length: 5 }, () =>
+        replica.client.recordLimitHit({ keyId, kind: LimitKind.RATE, requestId }),
+      ),
+    );
+    await replica.client.recordLimitHit({ keyId, kind: LimitKind.RATE, requestId: randomUUID() });
+    await replica.client.recordLimitHit({ keyId, kind: LimitKind.CONCURRENCY, requestId });
+    await replica.client.recordLimitHit({ keyId, kind: LimitKind.SPEND_CAP, requestId: '' });
+    await replica.client.recordLimitHit({ keyId, kind: LimitKind.SPEND_CAP, requestId: '' });
+    await replica.client.recordLimitHit({ keyId, kind: LimitKind.SESSION_OPENS, requestId: randomUUID() });
+    expect((await listed(owner, keyId)).limitHits).toMatchObject({
+      rate: 2n,
+      concurrency: 1n,
+      spendCap: 2n,
+      sessionOpens: 1n,
+    });
+    expect(
+      await errorCodeOf(replica.client.recordLimitHit({ keyId, kind: LimitKind.UNSPECIFIED, requestId })),
+    ).toBe('invalid_request');
+  });
+});
