@@ -1,0 +1,43 @@
+import { timestampDate, type Timestamp } from '@bufbuild/protobuf/wkt';
+import type { ApiKey } from '@svc/proto/gen/svc/key/v1/api_key_pb';
+
+/** The spec's "API key (as listed)". */
+export interface ApiKeyJson {
+  readonly id: string;
+  readonly prefix: string;
+  readonly name: string;
+  readonly spendCapWei: string | null;
+  readonly spentWei: string;
+  readonly limitHits: {
+    readonly rate: number;
+    readonly concurrency: number;
+    readonly spendCap: number;
+    readonly sessionOpens: number;
+  };
+  readonly createdAt: string;
+  readonly revokedAt: string | null;
+}
+
+function isoTime(timestamp: Timestamp | undefined): string | null {
+  return timestamp === undefined ? null : timestampDate(timestamp).toISOString();
+}
+
+export function apiKeyJson(key: ApiKey): ApiKeyJson {
+  const hits = key.limitHits;
+  return {
+    id: key.id,
+    prefix: key.prefix,
+    name: key.name,
+    spendCapWei: key.spendCapWei?.decimal ?? null,
+    spentWei: key.spentWei?.decimal ?? '0',
+    // Counters of refusals stay far below 2^53, so JSON numbers carry them exactly.
+    limitHits: {
+      rate: Number(hits?.rate ?? 0n),
+      concurrency: Number(hits?.concurrency ?? 0n),
+      spendCap: Number(hits?.spendCap ?? 0n),
+      sessionOpens: Number(hits?.sessionOpens ?? 0n),
+    },
+    createdAt: isoTime(key.createdAt) ?? new Date(0).toISOString(),
+    revokedAt: isoTime(key.revokedAt),
+  };
+}

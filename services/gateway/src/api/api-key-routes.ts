@@ -1,0 +1,69 @@
+import { create } from '@bufbuild/protobuf';
+import { EmptySchema } from '@bufbuild/protobuf/wkt';
+import { Router } from 'express';
+import type { KeyServiceClient } from '../key-service-client.js';
+import { apiKeyJson } from './api-key-json.js';
+import {
+  jsonObjectBody,
+  optionalSpendCap,
+  optionalString,
+  requiredSpendCap,
+  type SpendCapInput,
+} from './request-body.js';
+import { signedInWallet } from './wallet-sign-in.js';
+
+function capWei(cap: SpendCapInput): { decimal: string } | undefined {
+  return cap.kind === 'cap' ? { decimal: cap.decimal } : undefined;
+}
+
+/**
+ * The `/api-keys` routes of one signed-in wallet. Ownership is the key-service's check: every call names
+ * the wallet, and another wallet's key answers `api_key_not_found` exactly like an unknown one.
+ */
+export function apiKeyRoutes(keyService: KeyServiceClient): Router {
+  const router = Router();
+
+  router.post('/', async (req, res) => {
+    const body = jsonObjectBody(req);
+    const name = optionalString(body, 'name');
+    const spendCap = optionalSpendCap(body);
+    const minted = await keyService.mintKey({
+      wallet: { hex: signedInWallet(res) },
+      name,
+      spendCapWei: capWei(spendCap),
+    });
+    if (minted.apiKey === undefined) throw new Error('key-service minted a key without a listing');
+    res.status(201).json({ ...apiKeyJson(minted.apiKey), key: minted.fullKey });
+  });
+
+  router.get('/', async (_req, res) => {
+    const listed = await keyService.listKeys({ wallet: { hex: signedInWallet(res) } });
+    res.json(listed.apiKeys.map(apiKeyJson));
+  });
+
+  router.patch('/:id', async (req, res) => {
+    const cap = requiredSpendCap(jsonObjectBody(req));
+    const updated = await keyService.updateSpendCap({
+      wallet: { hex: signedInWallet(res) },
+      keyId: req.params.id,
+      spendCap:
+        cap.kind === 'cap'
+          ? { case: 'capWei', value: { decimal: cap.decimal } }
+          : { case: 'noCap', value: create(EmptySchema) },
+    });
+    if (updated.apiKey === undefined) throw new Error('key-service updated a key without a listing');
+    res.json(apiKeyJson(updated.apiKey));
+  });
+
+  router.post('/:id/revoke', async (req, res) => {
+    await keyService.revokeKey({ wallet: { hex: signedInWallet(res) }, keyId: req.params.id });
+    res.status(204).end();
+  });
+
+  router.delete('/:id', async (req, res) => {
+    await keyService.deleteKey({ wallet: { hex: signedInWallet(res) }, keyId: req.params.id });
+    res.status(204).end();
+  });
+
+  return router;
+}

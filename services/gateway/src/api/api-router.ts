@@ -1,0 +1,69 @@
+import type { Logger, RateWindows } from '@svc/platform';
+import express, { Router } from 'express';
+import { apiErrorHandler, apiRouteNotFound } from '../http/api-errors.js';
+import { rateLimited } from '../http/rate-limit.js';
+import { bindRequestContext } from '../http/request-context.js';
+import type { KeyServiceClient } from '../key-service-client.js';
+import { apiKeyRoutes } from './api-key-routes.js';
+import { signInRoutes } from './sign-in-routes.js';
+import { requireWalletSignIn, signedInWallet } from './wallet-sign-in.js';
+
+export interface ApiRouterSettings {
+  readonly bodyLimit: string;
+  readonly keyRoutesRateLimit: number;
+  readonly keyRoutesRateWindowMs: number;
+  readonly signInRateLimit: number;
+  readonly signInRateWindowMs: number;
+}
+
+export interface ApiRouterPorts {
+  readonly keyService: KeyServiceClient;
+  readonly rateWindows: RateWindows;
+  readonly logger: Logger;
+  readonly settings: ApiRouterSettings;
+}
+
+/** Everything under `/api`: sign-in, key management, and their `{ error, message }` error shape. */
+export function apiRouter({ keyService, rateWindows, logger, settings }: ApiRouterPorts): Router {
+  const router = Router();
+  router.use((_req, res, next) => {
+    // Sign-in tokens and freshly minted keys must never sit in a shared cache.
+    res.setHeader('cache-control', 'no-store');
+    next();
+  });
+  router.use(bindRequestContext());
+  // Bodies are read only once the caller passed its checks. Any body is read as JSON whatever its content
+  // type, so a body that is not JSON is refused, not ignored. The context is bound again afterwards: the
+  // body's stream events fire outside it.
+  const readJsonBody = [express.json({ limit: settings.bodyLimit, type: () => true }), bindRequestContext()];
+
+  router.use(
+    '/auth',
+    rateLimited(rateWindows, {
+      name: 'sign-in:ip',
+      limit: settings.signInRateLimit,
+      windowMs: settings.signInRateWindowMs,
+      subject: (req) => req.ip ?? 'unknown',
+      refusal: 'Too many sign-in calls from this address',
+    }),
+    readJsonBody,
+    signInRoutes(keyService),
+  );
+  router.use(
+    '/api-keys',
+    requireWalletSignIn(keyService),
+    rateLimited(rateWindows, {
+      name: 'api-keys:wallet',
+      limit: settings.keyRoutesRateLimit,
+      windowMs: settings.keyRoutesRateWindowMs,
+      subject: (_req, res) => signedInWallet(res).toLowerCase(),
+      refusal: 'Too many key management calls for this wallet',
+    }),
+    readJsonBody,
+    apiKeyRoutes(keyService),
+  );
+
+  router.use(apiRouteNotFound());
+  router.use(apiErrorHandler(logger));
+  return router;
+}

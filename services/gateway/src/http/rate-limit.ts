@@ -1,0 +1,36 @@
+import { AppError, type RateWindows } from '@svc/platform';
+import type { Request, RequestHandler, Response } from 'express';
+
+export interface RateLimitRule {
+  /** Names the limit in store keys, so two rules never share a window. */
+  readonly name: string;
+  readonly limit: number;
+  readonly windowMs: number;
+  /** Who is counted: a wallet, a client address. */
+  subject(req: Request, res: Response): string;
+  /** What the 429 says, e.g. "Too many key management calls for this wallet". */
+  readonly refusal: string;
+}
+
+/**
+ * Counts the request against a sliding window in the shared store (one atomic operation, so the limit holds
+ * over every replica) and refuses with 429 `rate_limit_exceeded` and `retry-after` once it is used up.
+ */
+export function rateLimited(windows: RateWindows, rule: RateLimitRule): RequestHandler {
+  return async (req, res, next) => {
+    const verdict = await windows.hit(
+      `gateway:${rule.name}:${rule.subject(req, res)}`,
+      rule.limit,
+      rule.windowMs,
+    );
+    res.setHeader('x-ratelimit-limit', String(verdict.limit));
+    res.setHeader('x-ratelimit-remaining', String(verdict.remaining));
+    if (!verdict.allowed) {
+      throw new AppError('rate_limit_exceeded', {
+        message: `${rule.refusal}: at most ${rule.limit} calls per ${Math.round(rule.windowMs / 1000)} s.`,
+        retryAfterSeconds: verdict.retryAfterMs / 1000,
+      });
+    }
+    next();
+  };
+}

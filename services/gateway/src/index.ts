@@ -1,0 +1,3 @@
+export { gatewayConfigShape, loadGatewayConfig, type GatewayConfig } from './config.js';
+export { buildGatewayApp, type GatewayPorts } from './service.js';
+export type { KeyServiceClient, KeyServiceMethods } from './key-service-client.js';
