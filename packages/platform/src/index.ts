@@ -4,3 +4,4 @@ export * from './lifecycle/index.js';
 export * from './logging/index.js';
 export * from './rpc.js';
 export * from './store/index.js';
+export * from './events/index.js';

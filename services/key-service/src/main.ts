@@ -11,7 +11,7 @@ import {
   RedisStore,
   type EventBus,
   type Store,
-} from './platform-ports.js';
+} from '@svc/platform';
 import { buildKeyService } from './service.js';
 import { loadTokenKeyRing } from './signin/token-key-ring.js';
 

@@ -13,7 +13,7 @@ import { ApiKeyHasher } from './keys/api-key-secret.js';
 import { ApiKeys } from './keys/api-keys.js';
 import { KeyResolver } from './keys/key-resolver.js';
 import { LimitHits } from './keys/limit-hits.js';
-import type { EventBus, EventSubscription, Store } from './platform-ports.js';
+import type { EventBus, EventSubscription, Store } from '@svc/platform';
 import { SignIn } from './signin/sign-in.js';
 import { SignInChallenges, type SiweSettings } from './signin/sign-in-challenges.js';
 import { SignInTokens } from './signin/sign-in-tokens.js';

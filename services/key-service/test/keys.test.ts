@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { ApiKey } from '@svc/proto/gen/svc/key/v1/api_key_pb';
 import { ApiKeyState } from '@svc/proto/gen/svc/key/v1/api_key_pb';
 import { generateSigningKey, TokenKeyRing } from '../src/signin/token-key-ring.js';
-import type { RedisStore } from '../src/platform-ports.js';
+import type { RedisStore } from '@svc/platform';
 import { errorCodeOf } from './support/errors.js';
 import { startReplica, type KeyServiceReplica } from './support/key-service-harness.js';
 import { randomWallet } from './support/sign-in.js';

@@ -3,7 +3,7 @@ import { KeyEventKind, type KeyEvent } from '@svc/proto/gen/svc/events/v1/key_ev
 import { setTimeout as sleep } from 'node:timers/promises';
 import { OutboxRelay } from '../src/events/outbox-relay.js';
 import { keyEventsTopic } from '../src/events/topics.js';
-import { EmbeddedEventBus, type EventBus } from '../src/platform-ports.js';
+import { EmbeddedEventBus, type EventBus } from '@svc/platform';
 import { generateSigningKey, TokenKeyRing } from '../src/signin/token-key-ring.js';
 import { silentLogger, startReplica, type KeyServiceReplica } from './support/key-service-harness.js';
 import { randomWallet } from './support/sign-in.js';

@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { jobLifecycleTopic } from '../src/events/topics.js';
 import { lifecycleSettlementHandler } from '../src/spend/lifecycle-settlement.js';
-import { EmbeddedEventBus, type EventBus } from '../src/platform-ports.js';
+import { EmbeddedEventBus, type EventBus } from '@svc/platform';
 import { generateSigningKey, TokenKeyRing } from '../src/signin/token-key-ring.js';
 import { errorCodeOf } from './support/errors.js';
 import { silentLogger, startReplica, type KeyServiceReplica } from './support/key-service-harness.js';

@@ -7,12 +7,16 @@ import {
   openDatabase,
   type KeyServiceInstance,
 } from '@svc/key-service';
-import { createLogger, createServiceGrpcServer, type Logger, type Store } from '@svc/platform';
+import {
+  createLogger,
+  createServiceGrpcServer,
+  EmbeddedEventBus,
+  type Logger,
+  type Store,
+} from '@svc/platform';
 import type { GrpcServer } from '@svc/proto';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
 import pg from 'pg';
-// The event bus is not exported from @svc/platform's index yet (key-service takes it the same way).
-import { EmbeddedEventBus } from '../../../../packages/platform/src/events/index.js';
 
 const SERVER_URL = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/test';
 

@@ -3,7 +3,7 @@ import type { Logger } from '@svc/platform';
 import { KeyEventSchema } from '@svc/proto/gen/svc/events/v1/key_event_pb';
 import { PeriodicTask } from '../background/periodic-task.js';
 import { inTransaction, type PrismaClient } from '../db/database.js';
-import type { EventBus } from '../platform-ports.js';
+import type { EventBus } from '@svc/platform';
 import { keyEventsTopic } from './topics.js';
 
 /** Lock that makes one relay pass at a time across replicas (second half of the two-int lock key). */

@@ -1,6 +1,6 @@
 import { JobLifecycleEventSchema } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
 import { KeyEventSchema } from '@svc/proto/gen/svc/events/v1/key_event_pb';
-import { defineTopic } from '../platform-ports.js';
+import { defineTopic } from '@svc/platform';
 
 // Topic definitions as the protos document them. They belong with every producer and consumer of the
 // topics (the gateway consumes key events, the orchestrator publishes lifecycle events); kept here until

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { SiweMessage } from 'siwe';
-import type { ExpiringValues } from '../platform-ports.js';
+import type { ExpiringValues } from '@svc/platform';
 import type { WalletAddress } from '../wallet/wallet-address.js';
 
 /** What every sign-in message must say; verification compares against this, never against the message. */

@@ -1,0 +1,86 @@
+import { pino } from 'pino';
+import { withRequestContext, type Logger } from '../logging/index.js';
+import type { DecodedEvent } from './codec.js';
+import type { EventHandler } from './event-bus.js';
+import { retryDelayMs, type RetryPolicy } from './retry-policy.js';
+
+export type EventBusLogger = Pick<Logger, 'debug' | 'info' | 'warn' | 'error'>;
+
+export const silentLogger: EventBusLogger = pino({ enabled: false });
+
+export interface DeliveryContext {
+  readonly group: string;
+  readonly retry: RetryPolicy;
+  readonly logger: EventBusLogger;
+  /** Aborted when this consumer must stop: its subscription closes or its partition moves to another member. */
+  readonly signal: AbortSignal;
+  /**
+   * Runs while waiting to retry (every `keepAliveIntervalMs`, and before each retry): the Kafka consumer
+   * heartbeats here, so a long backoff does not cost it its group membership, and learns of a rebalance
+   * by the throw.
+   */
+  readonly keepAlive?: () => Promise<void>;
+  readonly keepAliveIntervalMs?: number;
+}
+
+/**
+ * Runs the handler until it succeeds (true) or the consumer has to stop first (false: the event stays
+ * unacknowledged, so it is delivered again, to this group, before anything later of its key).
+ */
+export async function deliverWithRetry<M>(
+  handler: EventHandler<M>,
+  event: DecodedEvent<M>,
+  context: DeliveryContext,
+): Promise<boolean> {
+  for (let attempt = 1; ; attempt += 1) {
+    if (context.signal.aborted) return false;
+    try {
+      const received = { ...event, attempt };
+      await (event.requestId
+        ? withRequestContext({ requestId: event.requestId }, () => handler(received))
+        : handler(received));
+      return true;
+    } catch (error) {
+      const retryInMs = retryDelayMs(context.retry, attempt);
+      context.logger.warn(
+        {
+          err: error,
+          topic: event.topic,
+          group: context.group,
+          eventId: event.eventId,
+          eventKey: event.key,
+          requestId: event.requestId,
+          attempt,
+          retryInMs,
+        },
+        'event handler failed; retrying the event',
+      );
+      await waitToRetry(retryInMs, context);
+    }
+  }
+}
+
+async function waitToRetry(ms: number, context: DeliveryContext): Promise<void> {
+  const slice = Math.max(1, context.keepAliveIntervalMs ?? ms);
+  let remaining = ms;
+  do {
+    const step = Math.min(remaining, slice);
+    await sleepUnlessAborted(step, context.signal);
+    remaining -= step;
+    if (context.signal.aborted) return;
+    await context.keepAlive?.();
+  } while (remaining > 0);
+}
+
+export function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}

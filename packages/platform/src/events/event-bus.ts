@@ -1,0 +1,79 @@
+import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
+import type { EventTopic } from './topic.js';
+
+/** One event as a consumer receives it. */
+export interface ReceivedEvent<M> {
+  readonly topic: string;
+  readonly message: M;
+  readonly eventId: string;
+  readonly key: string;
+  /** Fully qualified protobuf type name of `message`. */
+  readonly typeName: string;
+  /** The request that caused the event, for log correlation; handlers run inside its request context. */
+  readonly requestId: string | undefined;
+  readonly publishedAt: Date;
+  /** 1 on the first delivery to this consumer, counting up while the handler keeps failing. */
+  readonly attempt: number;
+}
+
+/**
+ * Handles one event. Resolving acknowledges it; throwing makes the bus retry the same event (with a
+ * bounded backoff) before any later event of its key. Delivery is at-least-once: be idempotent.
+ */
+export type EventHandler<M> = (event: ReceivedEvent<M>) => Promise<void>;
+
+export interface PublishOptions {
+  /** Defaults to the request id of the current request context. */
+  readonly requestId?: string;
+}
+
+export interface EventToPublish<Desc extends DescMessage> extends PublishOptions {
+  readonly message: MessageShape<Desc>;
+}
+
+export interface SubscribeOptions<Desc extends DescMessage> {
+  /** Consumer group: each live group receives every event once; members of one group share the work. */
+  readonly group: string;
+  readonly handler: EventHandler<MessageShape<Desc>>;
+  /**
+   * Where a group that has never consumed this topic starts: at the oldest retained event (true), or
+   * at the end of the topic as of `subscribe` (false, the default). A group with progress resumes where
+   * it left off either way.
+   */
+  readonly fromBeginning?: boolean;
+}
+
+export interface EventSubscription {
+  /**
+   * Stops delivery to this consumer. Resolves once its in-flight handler (if any) has settled; an event
+   * it had not acknowledged goes to the next member of the group.
+   */
+  close(): Promise<void>;
+}
+
+/** Publish/subscribe of typed events, the port every service uses (Kafka or in-process behind it). */
+export interface EventBus {
+  /** Creates the topics that do not exist yet; brokers are not assumed to auto-create them. */
+  ensureTopics(topics: readonly EventTopic[]): Promise<void>;
+  /** Resolves once the broker has acknowledged the event (at-least-once: it will be delivered). */
+  publish<Desc extends DescMessage>(
+    topic: EventTopic<Desc>,
+    message: MessageShape<Desc>,
+    options?: PublishOptions,
+  ): Promise<void>;
+  /** Publishes events in order, acknowledged together; per-key order follows the array order. */
+  publishBatch<Desc extends DescMessage>(
+    topic: EventTopic<Desc>,
+    events: readonly EventToPublish<Desc>[],
+  ): Promise<void>;
+  /**
+   * Starts consuming. Resolves once the consumer is live: every event published after that reaches
+   * the group.
+   */
+  subscribe<Desc extends DescMessage>(
+    topic: EventTopic<Desc>,
+    options: SubscribeOptions<Desc>,
+  ): Promise<EventSubscription>;
+  /** Closes every subscription (waiting for in-flight handlers) and the producer. */
+  close(): Promise<void>;
+}

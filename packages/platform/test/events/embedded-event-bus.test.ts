@@ -1,0 +1,134 @@
+import { create } from '@bufbuild/protobuf';
+import { TimestampSchema } from '@bufbuild/protobuf/wkt';
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { defineTopic, EmbeddedEventBus, InvalidEventError } from '../../src/events/index.js';
+import { describeEventBusContract } from './event-bus-contract.js';
+import { burst, readSample, sampleEvent, sampleTopic, waitUntil } from './fixtures.js';
+
+describeEventBusContract(
+  'EmbeddedEventBus',
+  () => new EmbeddedEventBus({ handlerRetry: { initialDelayMs: 5, maxDelayMs: 20 } }),
+);
+
+describe('EmbeddedEventBus', () => {
+  const fastRetry = { initialDelayMs: 5, maxDelayMs: 20 };
+  let bus: EmbeddedEventBus;
+
+  afterEach(async () => {
+    await bus.close();
+  });
+
+  it("spreads a group's partitions over its consumers", async () => {
+    bus = new EmbeddedEventBus({ partitions: 8, handlerRetry: fastRetry });
+    const topic = sampleTopic('spread');
+    let first = 0;
+    let second = 0;
+    await bus.subscribe(topic, { group: 'g', handler: async () => void (first += 1) });
+    await bus.subscribe(topic, { group: 'g', handler: async () => void (second += 1) });
+
+    await bus.publishBatch(
+      topic,
+      burst(100, 20).map((message) => ({ message })),
+    );
+
+    await waitUntil(() => first + second === 100, '100 deliveries');
+    expect(first).toBeGreaterThan(0);
+    expect(second).toBeGreaterThan(0);
+  });
+
+  it('hands an event whose handler keeps failing to the next member when its consumer leaves', async () => {
+    bus = new EmbeddedEventBus({ partitions: 1, handlerRetry: fastRetry });
+    const topic = sampleTopic('handover');
+    let failedAttempts = 0;
+    const failing = await bus.subscribe(topic, {
+      group: 'g',
+      handler: async () => {
+        failedAttempts += 1;
+        throw new Error('downstream unavailable');
+      },
+    });
+    const events = burst(3, 1);
+    await bus.publishBatch(
+      topic,
+      events.map((message) => ({ message })),
+    );
+    await waitUntil(() => failedAttempts >= 2, 'a retried failure');
+
+    const healthy: number[] = [];
+    await bus.subscribe(topic, {
+      group: 'g',
+      handler: async (event) => void healthy.push(readSample(event.message).seq),
+    });
+    // With one partition the newcomer only gets work once the failing member leaves.
+    await failing.close();
+    const attemptsAtClose = failedAttempts;
+
+    await waitUntil(() => healthy.length === 3, 'the successor to handle all 3 events');
+    expect(healthy).toEqual([0, 1, 2]);
+    expect(failedAttempts).toBe(attemptsAtClose);
+  });
+
+  it('keeps the newest events per partition; fromBeginning starts at the oldest retained', async () => {
+    bus = new EmbeddedEventBus({ partitions: 1, retainedEventsPerPartition: 10 });
+    const topic = sampleTopic('retention');
+    await bus.publishBatch(
+      topic,
+      burst(100, 1).map((message) => ({ message })),
+    );
+
+    const replayed: number[] = [];
+    await bus.subscribe(topic, {
+      group: 'late',
+      fromBeginning: true,
+      handler: async (event) => void replayed.push(readSample(event.message).seq),
+    });
+
+    await waitUntil(() => replayed.length === 10, 'the retained events');
+    expect(replayed).toEqual(Array.from({ length: 10 }, (_, i) => 90 + i));
+  });
+
+  it('publishes nothing from a batch that holds an invalid event', async () => {
+    bus = new EmbeddedEventBus();
+    const topic = sampleTopic('atomic');
+    const seen: string[] = [];
+    await bus.subscribe(topic, { group: 'g', handler: async (event) => void seen.push(event.eventId) });
+
+    const valid = sampleEvent({ eventId: 'valid', key: 'k', seq: 0 });
+    const keyless = sampleEvent({ eventId: 'keyless', key: '', seq: 1 });
+    await expect(bus.publishBatch(topic, [{ message: valid }, { message: keyless }])).rejects.toBeInstanceOf(
+      InvalidEventError,
+    );
+
+    await bus.publish(topic, sampleEvent({ eventId: 'after', key: 'k', seq: 2 }));
+    await waitUntil(() => seen.length >= 1, 'the later event');
+    expect(seen).toEqual(['after']);
+  });
+
+  it('refuses a topic name already used with another message type', async () => {
+    bus = new EmbeddedEventBus();
+    const structs = sampleTopic('clash', 'fixed');
+    const timestamps = defineTopic({
+      name: structs.name,
+      schema: TimestampSchema,
+      key: (message) => String(message.seconds),
+      eventId: (message) => `${message.seconds}.${message.nanos}`,
+    });
+    await bus.ensureTopics([structs]);
+
+    await expect(bus.publish(timestamps, create(TimestampSchema, { seconds: 1n }))).rejects.toBeInstanceOf(
+      InvalidEventError,
+    );
+    await expect(
+      bus.subscribe(timestamps, { group: 'g', handler: async () => undefined }),
+    ).rejects.toBeInstanceOf(InvalidEventError);
+  });
+
+  it('rejects nonsensical options', () => {
+    expect(() => new EmbeddedEventBus({ partitions: 0 })).toThrow(RangeError);
+    expect(() => new EmbeddedEventBus({ retainedEventsPerPartition: 1.5 })).toThrow(RangeError);
+    expect(() => new EmbeddedEventBus({ handlerRetry: { initialDelayMs: 100, maxDelayMs: 10 } })).toThrow(
+      RangeError,
+    );
+    bus = new EmbeddedEventBus();
+  });
+});

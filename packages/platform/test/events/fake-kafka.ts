@@ -1,0 +1,191 @@
+import type {
+  Admin,
+  Consumer,
+  ConsumerConfig,
+  ConsumerRunConfig,
+  ConsumerSubscribeTopics,
+  EachMessagePayload,
+  ITopicConfig,
+  KafkaMessage,
+  Producer,
+  ProducerConfig,
+  ProducerRecord,
+  SeekEntry,
+} from 'kafkajs';
+import type { EventBusLogger, KafkaClient } from '../../src/events/index.js';
+
+// Just enough of kafkajs's client to drive KafkaEventBus without a broker: it records what the bus
+// asks for and lets a test play the broker's part (deliver records, join the group, crash).
+
+type Listener = (event: { payload: Record<string, unknown> }) => void;
+
+export class FakeProducer {
+  connects = 0;
+  disconnects = 0;
+  failNextConnect = false;
+  readonly sent: ProducerRecord[] = [];
+  constructor(readonly config: ProducerConfig | undefined) {}
+
+  async connect(): Promise<void> {
+    this.connects += 1;
+    if (this.failNextConnect) {
+      this.failNextConnect = false;
+      throw new Error('connection refused');
+    }
+  }
+
+  async send(record: ProducerRecord): Promise<[]> {
+    this.sent.push(record);
+    return [];
+  }
+
+  async disconnect(): Promise<void> {
+    this.disconnects += 1;
+  }
+}
+
+export class FakeConsumer {
+  readonly events = { GROUP_JOIN: 'consumer.group_join', CRASH: 'consumer.crash' };
+  readonly listeners = new Map<string, Set<Listener>>();
+  subscription: ConsumerSubscribeTopics | undefined;
+  runConfig: ConsumerRunConfig | undefined;
+  disconnected = false;
+  /** What the broker does once the consumer runs: join the group (default) or crash. */
+  onRun: (consumer: FakeConsumer) => void = (consumer) => consumer.emit('consumer.group_join', {});
+  readonly #inFlight = new Set<Promise<void>>();
+
+  constructor(readonly config: ConsumerConfig) {}
+
+  on(event: string, listener: Listener): () => void {
+    const listeners = this.listeners.get(event) ?? new Set<Listener>();
+    listeners.add(listener);
+    this.listeners.set(event, listeners);
+    return () => listeners.delete(listener);
+  }
+
+  emit(event: string, payload: Record<string, unknown>): void {
+    for (const listener of this.listeners.get(event) ?? []) listener({ payload });
+  }
+
+  async connect(): Promise<void> {}
+
+  async subscribe(subscription: ConsumerSubscribeTopics): Promise<void> {
+    this.subscription = subscription;
+  }
+
+  async run(config: ConsumerRunConfig): Promise<void> {
+    this.runConfig = config;
+    setImmediate(() => this.onRun(this));
+  }
+
+  /** Hands one record to the bus's eachMessage, as kafkajs would; the promise is kafkajs's view of it. */
+  deliver(message: KafkaMessage, heartbeat: () => Promise<void> = async () => undefined): Promise<void> {
+    const eachMessage = this.runConfig?.eachMessage;
+    if (!eachMessage) throw new Error('consumer is not running');
+    const payload: EachMessagePayload = {
+      topic: this.subscription?.topics[0] as string,
+      partition: 0,
+      message,
+      heartbeat,
+      pause: () => () => undefined,
+    };
+    const handling = eachMessage(payload);
+    const tracked = handling.catch(() => undefined);
+    this.#inFlight.add(tracked);
+    void tracked.finally(() => this.#inFlight.delete(tracked));
+    return handling;
+  }
+
+  // Like kafkajs: stopping waits for the eachMessage in flight.
+  async disconnect(): Promise<void> {
+    this.disconnected = true;
+    await Promise.all([...this.#inFlight]);
+  }
+}
+
+export class FakeAdmin {
+  readonly topics = new Set<string>();
+  readonly created: ITopicConfig[] = [];
+  /** Committed offsets per group, per partition ('-1': none). */
+  readonly committed = new Map<string, string[]>();
+  /** High watermark per partition of every topic. */
+  highWatermarks = ['5', '9'];
+  readonly setOffsetsCalls: Array<{ groupId: string; topic: string; partitions: SeekEntry[] }> = [];
+  disconnects = 0;
+
+  async connect(): Promise<void> {}
+
+  async disconnect(): Promise<void> {
+    this.disconnects += 1;
+  }
+
+  async listTopics(): Promise<string[]> {
+    return [...this.topics];
+  }
+
+  async createTopics({ topics }: { topics: ITopicConfig[] }): Promise<boolean> {
+    for (const topic of topics) {
+      this.created.push(topic);
+      this.topics.add(topic.topic);
+    }
+    return true;
+  }
+
+  async fetchOffsets({ groupId, topics }: { groupId: string; topics: string[] }) {
+    const offsets = this.committed.get(groupId) ?? this.highWatermarks.map(() => '-1');
+    return topics.map((topic) => ({
+      topic,
+      partitions: offsets.map((offset, partition) => ({ partition, offset, metadata: null })),
+    }));
+  }
+
+  async fetchTopicOffsets(_topic: string) {
+    return this.highWatermarks.map((offset, partition) => ({ partition, offset, high: offset, low: '0' }));
+  }
+
+  async setOffsets(call: { groupId: string; topic: string; partitions: SeekEntry[] }): Promise<void> {
+    this.setOffsetsCalls.push(call);
+  }
+}
+
+export class FakeKafka implements KafkaClient {
+  readonly producers: FakeProducer[] = [];
+  readonly consumers: FakeConsumer[] = [];
+  readonly adminClient = new FakeAdmin();
+  /** Applied to each consumer as it is created. */
+  configureConsumer: (consumer: FakeConsumer) => void = () => undefined;
+
+  producer(config?: ProducerConfig): Producer {
+    const producer = new FakeProducer(config);
+    this.producers.push(producer);
+    return producer as unknown as Producer;
+  }
+
+  consumer(config: ConsumerConfig): Consumer {
+    const consumer = new FakeConsumer(config);
+    this.configureConsumer(consumer);
+    this.consumers.push(consumer);
+    return consumer as unknown as Consumer;
+  }
+
+  admin(): Admin {
+    return this.adminClient as unknown as Admin;
+  }
+}
+
+export interface LogLine {
+  level: 'debug' | 'info' | 'warn' | 'error';
+  fields: Record<string, unknown>;
+  message: string;
+}
+
+export function capturingLogger(): { lines: LogLine[]; logger: EventBusLogger } {
+  const lines: LogLine[] = [];
+  const at =
+    (level: LogLine['level']) =>
+    (fields: Record<string, unknown>, message: string): void => {
+      lines.push({ level, fields, message });
+    };
+  const logger = { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+  return { lines, logger: logger as unknown as EventBusLogger };
+}

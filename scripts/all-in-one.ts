@@ -1,0 +1,117 @@
+// All-in-one mode (`npm start`): every service that exists so far in one Node process, each still
+// talking gRPC over loopback, sharing one embedded store and one in-process event bus unless
+// REDIS_URL / KAFKA_BROKERS say otherwise. PostgreSQL is the local server (DATABASE_URL, default
+// postgresql://postgres@127.0.0.1:5432/svc; the database is created when missing).
+import { buildGatewayApp, loadGatewayConfig } from '@svc/gateway';
+import {
+  applyMigrations,
+  buildKeyService,
+  loadKeyServiceConfig,
+  loadTokenKeyRing,
+  openDatabase,
+} from '@svc/key-service';
+import {
+  createLogger,
+  createServiceGrpcServer,
+  EmbeddedEventBus,
+  GracefulShutdown,
+  MemoryStore,
+  RedisStore,
+  serviceClientOptions,
+} from '@svc/platform';
+import { closeClient, createClient } from '@svc/proto';
+import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
+import pg from 'pg';
+
+const HTTP_PORT = process.env.HTTP_PORT ?? process.env.PORT ?? '8080';
+const publicOrigin = process.env.PUBLIC_URL ?? `http://localhost:${HTTP_PORT}`;
+
+async function ensureDatabase(url: string): Promise<void> {
+  const target = new URL(url);
+  const name = decodeURIComponent(target.pathname.slice(1));
+  const maintenance = new URL(url);
+  maintenance.pathname = '/postgres';
+  const client = new pg.Client({ connectionString: maintenance.toString() });
+  await client.connect();
+  try {
+    const exists = await client.query('select 1 from pg_database where datname = $1', [name]);
+    if (exists.rowCount === 0) await client.query(`create database "${name.replaceAll('"', '""')}"`);
+  } finally {
+    await client.end();
+  }
+}
+
+async function main(): Promise<void> {
+  const logger = createLogger({ service: 'all-in-one', level: process.env.LOG_LEVEL ?? 'info' });
+  const shutdown = new GracefulShutdown({ logger });
+  shutdown.listen();
+
+  const keyConfig = loadKeyServiceConfig({
+    SIWE_DOMAIN: new URL(publicOrigin).host,
+    SIWE_URI: publicOrigin,
+    ...process.env,
+    GRPC_HOST: '127.0.0.1',
+    GRPC_PORT: '0',
+  });
+  const databaseUrl = keyConfig.DATABASE_URL ?? '';
+  await ensureDatabase(databaseUrl);
+  await applyMigrations(databaseUrl);
+
+  const store = process.env.REDIS_URL
+    ? new RedisStore({ redis: process.env.REDIS_URL, namespace: 'svc' })
+    : new MemoryStore();
+  shutdown.add('store', () => store.close());
+  const bus = new EmbeddedEventBus({ logger });
+  shutdown.add('event bus', () => bus.close());
+
+  const db = openDatabase({ url: databaseUrl, poolSize: 10 });
+  shutdown.add('database', () => db.$disconnect());
+  const tokenKeys = await loadTokenKeyRing({ signingKey: keyConfig.SIGNIN_TOKEN_SIGNING_KEY });
+  const keyService = buildKeyService({
+    config: keyConfig,
+    db,
+    store,
+    bus,
+    tokenKeys,
+    logger: createLogger({ service: 'key-service', level: keyConfig.LOG_LEVEL }),
+  });
+  await keyService.start();
+  shutdown.add('key-service background work', () => keyService.stop());
+  const grpcServer = createServiceGrpcServer(logger).add(KeyService, keyService.handlers);
+  const grpcPort = await grpcServer.listen('127.0.0.1:0');
+  shutdown.add('key-service gRPC', () => grpcServer.shutdown());
+
+  const gatewayConfig = loadGatewayConfig({
+    ...process.env,
+    HTTP_PORT,
+    KEY_SERVICE_ADDRESS: `127.0.0.1:${grpcPort}`,
+  });
+  const keyClient = createClient(KeyService, gatewayConfig.KEY_SERVICE_ADDRESS, serviceClientOptions());
+  shutdown.add('key-service client', () => closeClient(keyClient));
+  const app = buildGatewayApp({
+    config: gatewayConfig,
+    keyService: keyClient,
+    store,
+    logger: createLogger({ service: 'gateway', level: gatewayConfig.LOG_LEVEL }),
+  });
+  const server = app.listen(gatewayConfig.HTTP_PORT, gatewayConfig.HTTP_HOST);
+  await new Promise<void>((resolve, reject) => {
+    server.once('listening', resolve);
+    server.once('error', reject);
+  });
+  shutdown.add('gateway HTTP', () => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  logger.info(
+    {
+      gateway: publicOrigin,
+      keyServiceGrpc: `127.0.0.1:${grpcPort}`,
+      database: new URL(databaseUrl).pathname.slice(1),
+    },
+    'all-in-one up: sign-in and API keys under /api (completions under /v1 are not built yet); Ctrl-C stops',
+  );
+}
+
+main().catch((error: unknown) => {
+  createLogger({ service: 'all-in-one' }).fatal({ err: error }, 'all-in-one failed to start');
+  process.exit(1);
+});
