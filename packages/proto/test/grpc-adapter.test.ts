@@ -324,7 +324,10 @@ describe('grpc.health.v1 and shutdown', () => {
   it('reports SERVING for the server and each service while listening, NOT_SERVING once shutting down', async () => {
     const server = echoServer(new ServerProbe());
     const port = await server.listen('127.0.0.1:0');
-    const health = new HealthClient(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as HealthClient;
+    const health = new HealthClient(
+      `127.0.0.1:${port}`,
+      grpc.credentials.createInsecure(),
+    ) as unknown as HealthClient;
     const echo = createClient(EchoService, `127.0.0.1:${port}`);
     try {
       expect(await check(health, '')).toBe('SERVING');
