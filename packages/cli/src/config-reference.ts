@@ -1,0 +1,59 @@
+// Writes docs/configuration.md from the services' config shapes, so the reference cannot drift from
+// the code; `--check` fails when the committed file is stale (run by this package's tests).
+import { readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { gatewayConfigShape } from '@svc/gateway';
+import { keyServiceConfigShape } from '@svc/key-service';
+import { configReference, type ConfigShape } from '@svc/platform';
+import { format, resolveConfig } from 'prettier';
+
+const target = fileURLToPath(new URL('../../../docs/configuration.md', import.meta.url));
+
+const services: Array<{ name: string; about: string; shape: ConfigShape }> = [
+  {
+    name: 'gateway',
+    about: 'Public HTTP: `/api` sign-in and key routes, `/v1`, health.',
+    shape: gatewayConfigShape,
+  },
+  {
+    name: 'key-service',
+    about: 'Sign-in, sign-in tokens, API keys, spend reservations (gRPC).',
+    shape: keyServiceConfigShape,
+  },
+];
+
+async function render(): Promise<string> {
+  const sections = services.map(
+    ({ name, about, shape }) => `## ${name}\n\n${about}\n\n${configReference(shape)}\n`,
+  );
+  const markdown = [
+    '# Configuration reference',
+    '',
+    'Every service reads its configuration from environment variables once, at start-up, and refuses to start',
+    'with a list of every invalid value. Defaults run the all-in-one mode (`npm start`). Durations take',
+    '`250ms`, `30s`, `5m`, `1h` or a number of milliseconds. This file is generated from the code by',
+    '`npm run config:reference -w @svc/cli`; the tests fail when it is stale.',
+    '',
+    ...sections,
+  ].join('\n');
+  // Formatted as the repository's prettier would, so the formatting gate and this check agree.
+  return format(markdown, { ...(await resolveConfig(target)), parser: 'markdown' });
+}
+
+const rendered = await render();
+if (process.argv.includes('--check')) {
+  let committed = '';
+  try {
+    committed = readFileSync(target, 'utf8');
+  } catch {
+    // missing: stale
+  }
+  if (committed !== rendered) {
+    process.stderr.write('docs/configuration.md is stale: run `npm run config:reference -w @svc/cli`\n');
+    process.exit(1);
+  }
+  process.stdout.write('docs/configuration.md is current\n');
+} else {
+  writeFileSync(target, rendered);
+  process.stdout.write(`wrote ${target}\n`);
+}
