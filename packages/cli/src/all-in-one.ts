@@ -15,6 +15,7 @@ import {
   createServiceGrpcServer,
   EmbeddedEventBus,
   GracefulShutdown,
+  keyEventsTopic,
   MemoryStore,
   RedisStore,
   serviceClientOptions,
@@ -92,6 +93,7 @@ async function main(): Promise<void> {
     config: gatewayConfig,
     keyService: keyClient,
     store,
+    keyEvents: { bus, topic: keyEventsTopic },
     logger: createLogger({ service: 'gateway', level: gatewayConfig.LOG_LEVEL }),
   });
   const server = app.listen(gatewayConfig.HTTP_PORT, gatewayConfig.HTTP_HOST);

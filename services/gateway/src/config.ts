@@ -32,6 +32,10 @@ export const gatewayConfigShape = {
     doc: 'Key prefix of the shared store; every service of one deployment uses the same one.',
     default: 'svc',
   }),
+  KAFKA_BROKERS: env.optionalString({
+    doc: 'Kafka brokers (host:port, comma-separated) carrying key events, which evict cached key lookups at once; unset: cached lookups expire by their TTL (revocation still takes effect at once through the shared store).',
+  }),
+  KAFKA_CLIENT_ID: env.string({ doc: 'Kafka client id of this service.', default: 'gateway' }),
 
   API_BODY_LIMIT: env.string({ doc: 'Largest JSON body the `/api` routes read.', default: '16kb' }),
   KEY_ROUTES_RATE_LIMIT: env.int({
@@ -46,6 +50,45 @@ export const gatewayConfigShape = {
     min: 1,
   }),
   SIGN_IN_RATE_WINDOW: env.durationMs({ doc: 'Window of SIGN_IN_RATE_LIMIT.', default: '1m' }),
+  V1_BODY_LIMIT: env.string({
+    doc: 'Largest JSON body `POST /v1/chat/completions` reads (whole conversations are sent; old turns are dropped later).',
+    default: '4mb',
+  }),
+  V1_KEY_RATE_LIMIT: env.int({
+    doc: 'Calls one API key may make to the `/v1` routes per V1_KEY_RATE_WINDOW, over all replicas.',
+    default: 60,
+    min: 1,
+  }),
+  V1_KEY_RATE_WINDOW: env.durationMs({ doc: 'Window of V1_KEY_RATE_LIMIT.', default: '1m' }),
+  V1_KEY_CONCURRENCY_LIMIT: env.int({
+    doc: 'Completions one API key may have in flight at once, over all replicas.',
+    default: 4,
+    min: 1,
+  }),
+  V1_CONCURRENCY_LEASE_TTL: env.durationMs({
+    doc: 'Lifetime of an in-flight slot; renewed while its call runs, so a crashed replica frees its slots after this.',
+    default: '60s',
+  }),
+  V1_BAD_KEY_RATE_LIMIT: env.int({
+    doc: 'Calls answered 401 (missing, unknown or revoked key) one client address may make per V1_BAD_KEY_RATE_WINDOW before all its `/v1` calls are refused 429.',
+    default: 30,
+    min: 1,
+  }),
+  V1_BAD_KEY_RATE_WINDOW: env.durationMs({ doc: 'Window of V1_BAD_KEY_RATE_LIMIT.', default: '1m' }),
+  V1_KEY_CACHE_MAX_ENTRIES: env.int({
+    doc: 'Resolved API keys each replica keeps in memory (LRU); 0 resolves every call through the key-service. Revocation is checked in the shared store on every call either way.',
+    default: 10_000,
+    min: 0,
+  }),
+  V1_KEY_CACHE_TTL: env.durationMs({ doc: 'How long a resolved API key stays cached.', default: '30s' }),
+  V1_SPEND_RESERVATION_TTL: env.durationMs({
+    doc: "How long a completion's spend reservation holds when nobody settles it (outlives the claim window and two job timeouts).",
+    default: '10m',
+  }),
+  V1_KEY_EVENTS_GROUP_PREFIX: env.string({
+    doc: "Consumer group prefix of the key-event subscription that evicts cached keys; each replica adds its own suffix, since every replica's cache needs every event.",
+    default: 'gateway-key-cache',
+  }),
   READINESS_TIMEOUT: env.durationMs({
     doc: 'How long `/readyz` waits for the key-service and the store to answer.',
     default: '2s',

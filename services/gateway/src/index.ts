@@ -1,3 +1,12 @@
 export { gatewayConfigShape, loadGatewayConfig, type GatewayConfig } from './config.js';
 export { buildGatewayApp, type GatewayPorts } from './service.js';
 export type { KeyServiceClient, KeyServiceMethods } from './key-service-client.js';
+export type {
+  ChatMessage,
+  ChatRole,
+  CompletionBackend,
+  CompletionEvent,
+  CompletionRequest,
+  JobDescription,
+  ModelListing,
+} from './v1/completion-backend.js';

@@ -1,6 +1,16 @@
 import type { Server } from 'node:http';
-import { createLogger, GracefulShutdown, MemoryStore, RedisStore, serviceClientOptions } from '@svc/platform';
-import type { Logger, Store } from '@svc/platform';
+import {
+  createLogger,
+  GracefulShutdown,
+  KafkaEventBus,
+  keyEventsTopic,
+  parseKafkaBrokers,
+  type Logger,
+  MemoryStore,
+  RedisStore,
+  serviceClientOptions,
+  type Store,
+} from '@svc/platform';
 import { closeClient, createClient } from '@svc/proto';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
 import { loadGatewayConfig, type GatewayConfig } from './config.js';
@@ -42,7 +52,17 @@ async function main(): Promise<void> {
   );
   shutdown.add('key-service client', () => closeClient(keyService));
 
-  const app = buildGatewayApp({ config, keyService, store, logger });
+  const bus = config.KAFKA_BROKERS
+    ? new KafkaEventBus({
+        brokers: parseKafkaBrokers(config.KAFKA_BROKERS),
+        clientId: config.KAFKA_CLIENT_ID,
+        logger,
+      })
+    : undefined;
+  if (bus) shutdown.add('event bus', () => bus.close());
+
+  const keyEvents = bus ? { bus, topic: keyEventsTopic } : undefined;
+  const app = buildGatewayApp({ config, keyService, store, logger, keyEvents });
   const server = app.listen(config.HTTP_PORT, config.HTTP_HOST);
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);

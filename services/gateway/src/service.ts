@@ -6,6 +6,12 @@ import { logRequests } from './http/access-log.js';
 import { healthRoutes } from './http/health-routes.js';
 import { assignRequestId, bindRequestContext } from './http/request-context.js';
 import type { KeyServiceClient } from './key-service-client.js';
+import type { CompletionBackend } from './v1/completion-backend.js';
+import { evictOnKeyEvents, type KeyEventFeed } from './v1/key-event-eviction.js';
+import { KeyResolutionCache } from './v1/key-resolution-cache.js';
+import { keyServiceLookup } from './v1/key-service-lookup.js';
+import { LimitHitReporter } from './v1/limit-hit-reporter.js';
+import { v1Router } from './v1/v1-router.js';
 
 /** What the gateway runs on; main.ts passes the real ones, tests whatever they need. */
 export interface GatewayPorts {
@@ -13,24 +19,73 @@ export interface GatewayPorts {
   readonly keyService: KeyServiceClient;
   readonly store: Store;
   readonly logger: Logger;
+  /** Runs completions (the job-orchestrator); without one, completions answer 503 `not_configured`. */
+  readonly completions?: CompletionBackend;
+  /**
+   * Key changes from the bus, to evict cached keys early. The subscription is closed with the bus.
+   * Without it, cached keys live out their TTL (revocation is enforced by the store's marker either way).
+   */
+  readonly keyEvents?: Omit<KeyEventFeed, 'groupPrefix'>;
 }
 
 /** Builds the gateway's HTTP app from its ports: no globals, nothing listens until the caller says so. */
-export function buildGatewayApp({ config, keyService, store, logger }: GatewayPorts): Express {
+export function buildGatewayApp(ports: GatewayPorts): Express {
+  const { config, keyService, store, logger } = ports;
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('trust proxy', trustProxySetting(config.TRUST_PROXY));
+
+  const keyCache = new KeyResolutionCache(keyServiceLookup(keyService), {
+    maxEntries: config.V1_KEY_CACHE_MAX_ENTRIES,
+    ttlMs: config.V1_KEY_CACHE_TTL,
+  });
+  // Readiness waits for the subscription: a replica that cannot hear key events is not ready.
+  const keyEventsLive = ports.keyEvents
+    ? evictOnKeyEvents(
+        { ...ports.keyEvents, groupPrefix: config.V1_KEY_EVENTS_GROUP_PREFIX },
+        keyCache,
+        logger,
+      ).then(() => undefined)
+    : Promise.resolve();
+  keyEventsLive.catch((error: unknown) =>
+    logger.error({ err: error }, 'could not subscribe to key events; cached keys expire by TTL only'),
+  );
 
   app.use(assignRequestId(), logRequests(logger));
   app.use(
     bindRequestContext(),
     healthRoutes({
       checkReady: async () => {
-        await Promise.all([keyService.getJwks({}, { timeoutMs: config.READINESS_TIMEOUT }), store.ping()]);
+        await Promise.all([
+          keyService.getJwks({}, { timeoutMs: config.READINESS_TIMEOUT }),
+          store.ping(),
+          keyEventsLive,
+        ]);
       },
       readinessTimeoutMs: config.READINESS_TIMEOUT,
       logger,
+    }),
+  );
+  app.use(
+    '/v1',
+    v1Router({
+      keyService,
+      store,
+      keyCache,
+      backend: ports.completions,
+      limitHits: new LimitHitReporter(keyService, logger),
+      logger,
+      settings: {
+        bodyLimit: config.V1_BODY_LIMIT,
+        keyRateLimit: config.V1_KEY_RATE_LIMIT,
+        keyRateWindowMs: config.V1_KEY_RATE_WINDOW,
+        keyConcurrencyLimit: config.V1_KEY_CONCURRENCY_LIMIT,
+        concurrencyLeaseTtlMs: config.V1_CONCURRENCY_LEASE_TTL,
+        badKeyRateLimit: config.V1_BAD_KEY_RATE_LIMIT,
+        badKeyRateWindowMs: config.V1_BAD_KEY_RATE_WINDOW,
+        spendReservationTtlMs: config.V1_SPEND_RESERVATION_TTL,
+      },
     }),
   );
   app.use(

@@ -4,5 +4,4 @@ export { openDatabase, type DatabaseSettings } from './db/database.js';
 export { applyMigrations, MIGRATIONS_DIR, MigrationError, type MigrationReport } from './db/migrate.js';
 export { loadTokenKeyRing, TokenKeyRing, type TokenKeySettings } from './signin/token-key-ring.js';
 export { SIGN_IN_TOKEN_TYPE } from './signin/sign-in-tokens.js';
-export { keyEventsTopic, jobLifecycleTopic } from './events/topics.js';
 export type { KeyServiceMethods } from './grpc/key-service-handlers.js';

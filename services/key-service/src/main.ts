@@ -1,17 +1,20 @@
-import { createLogger, createServiceGrpcServer, GracefulShutdown, type Logger } from '@svc/platform';
-import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
-import { loadKeyServiceConfig, type KeyServiceConfig } from './config.js';
-import { openDatabase } from './db/database.js';
-import { applyMigrations } from './db/migrate.js';
 import {
+  createLogger,
+  createServiceGrpcServer,
   EmbeddedEventBus,
+  GracefulShutdown,
   KafkaEventBus,
   MemoryStore,
   parseKafkaBrokers,
   RedisStore,
   type EventBus,
+  type Logger,
   type Store,
 } from '@svc/platform';
+import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
+import { loadKeyServiceConfig, type KeyServiceConfig } from './config.js';
+import { openDatabase } from './db/database.js';
+import { applyMigrations } from './db/migrate.js';
 import { buildKeyService } from './service.js';
 import { loadTokenKeyRing } from './signin/token-key-ring.js';
 

@@ -1,9 +1,15 @@
-import type { Logger } from '@svc/platform';
+import {
+  type EventBus,
+  type EventSubscription,
+  jobLifecycleTopic,
+  keyEventsTopic,
+  type Logger,
+  type Store,
+} from '@svc/platform';
 import type { ServiceImpl } from '@svc/proto';
 import type { KeyServiceConfig } from './config.js';
 import type { PrismaClient } from './db/database.js';
 import { OutboxRelay } from './events/outbox-relay.js';
-import { jobLifecycleTopic, keyEventsTopic } from './events/topics.js';
 import {
   keyServiceHandlers,
   type KeyServiceDomain,
@@ -13,7 +19,6 @@ import { ApiKeyHasher } from './keys/api-key-secret.js';
 import { ApiKeys } from './keys/api-keys.js';
 import { KeyResolver } from './keys/key-resolver.js';
 import { LimitHits } from './keys/limit-hits.js';
-import type { EventBus, EventSubscription, Store } from '@svc/platform';
 import { SignIn } from './signin/sign-in.js';
 import { SignInChallenges, type SiweSettings } from './signin/sign-in-challenges.js';
 import { SignInTokens } from './signin/sign-in-tokens.js';

@@ -24,3 +24,4 @@ export { parseKafkaBrokers, type KafkaClient, type KafkaEventBusOptions } from '
 export { toKafkaMessage, fromKafkaMessage } from './kafka/kafka-record.js';
 export { DEFAULT_RETRY_POLICY, retryDelayMs, type RetryPolicy } from './retry-policy.js';
 export { defineTopic, type EventTopic, type EventTopicDefinition, type TopicMessage } from './topic.js';
+export { jobLifecycleTopic, keyEventsTopic } from './product-topics.js';

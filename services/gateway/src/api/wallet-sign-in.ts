@@ -1,15 +1,11 @@
 import { AppError } from '@svc/platform';
 import type { RequestHandler, Response } from 'express';
+import { bearerToken } from '../http/bearer-token.js';
 import type { KeyServiceClient } from '../key-service-client.js';
 
 // Sign-in tokens are compact JWTs of a few hundred bytes; anything far longer is not worth a call.
 const MAX_TOKEN_LENGTH = 4096;
 const API_KEY_PREFIX = 'svc_';
-
-function bearerToken(header: string | undefined): string | undefined {
-  const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header ?? '');
-  return match?.[1];
-}
 
 /**
  * Lets a request through only with a valid sign-in token (`Authorization: Bearer <token>`), and records

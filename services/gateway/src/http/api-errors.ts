@@ -42,14 +42,18 @@ function bodyReadMessage(error: BodyReadError): string {
   }
 }
 
+/** A body the parser refused (not JSON, too large, ...) as `invalid_request`; undefined for other errors. */
+export function bodyReadError(error: unknown): AppError | undefined {
+  if (!isBodyReadError(error)) return undefined;
+  return new AppError('invalid_request', { message: bodyReadMessage(error), cause: error });
+}
+
 /** Any failure of an `/api` request as the catalogue error it is answered with. */
 export function toApiError(error: unknown): AppError {
   let appError: AppError;
   if (isAppError(error)) appError = error;
   else if (isRpcError(error)) appError = appErrorFromRpc(error);
-  else if (isBodyReadError(error))
-    appError = new AppError('invalid_request', { message: bodyReadMessage(error), cause: error });
-  else appError = new AppError('internal', { cause: error });
+  else appError = bodyReadError(error) ?? new AppError('internal', { cause: error });
   // A code that has no `/api` spelling (a `/v1` error, say) is a bug behind the route, not the caller's fault.
   if (appError.spec.apiCode === undefined || appError.httpStatus >= 500)
     return new AppError('internal', { cause: error });

@@ -10,6 +10,8 @@ export interface RateLimitRule {
   subject(req: Request, res: Response): string;
   /** What the 429 says, e.g. "Too many key management calls for this wallet". */
   readonly refusal: string;
+  /** Told of each refusal (e.g. to count it in an API key's `limitHits`); must not throw. */
+  onRefused?(req: Request, res: Response): void;
 }
 
 /**
@@ -26,6 +28,7 @@ export function rateLimited(windows: RateWindows, rule: RateLimitRule): RequestH
     res.setHeader('x-ratelimit-limit', String(verdict.limit));
     res.setHeader('x-ratelimit-remaining', String(verdict.remaining));
     if (!verdict.allowed) {
+      rule.onRefused?.(req, res);
       throw new AppError('rate_limit_exceeded', {
         message: `${rule.refusal}: at most ${rule.limit} calls per ${Math.round(rule.windowMs / 1000)} s.`,
         retryAfterSeconds: verdict.retryAfterMs / 1000,

@@ -1,10 +1,8 @@
 import { fromBinary } from '@bufbuild/protobuf';
-import type { Logger } from '@svc/platform';
+import { type EventBus, keyEventsTopic, type Logger } from '@svc/platform';
 import { KeyEventSchema } from '@svc/proto/gen/svc/events/v1/key_event_pb';
 import { PeriodicTask } from '../background/periodic-task.js';
 import { inTransaction, type PrismaClient } from '../db/database.js';
-import type { EventBus } from '@svc/platform';
-import { keyEventsTopic } from './topics.js';
 
 /** Lock that makes one relay pass at a time across replicas (second half of the two-int lock key). */
 const RELAY_LOCK = [0x6b657973, 1] as const;

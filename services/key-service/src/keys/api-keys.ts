@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { AppError } from '@svc/platform';
+import { AppError, type RevocationMarkers } from '@svc/platform';
 import { inTransaction, type PrismaClient, type Transaction } from '../db/database.js';
 import { KeyEventKind, recordKeyChange } from '../events/key-event-outbox.js';
-import type { RevocationMarkers } from '@svc/platform';
 import type { WalletAddress } from '../wallet/wallet-address.js';
 import { generateApiKeySecret, type ApiKeyHasher } from './api-key-secret.js';
 import { API_KEY_VIEW_COLUMNS, apiKeyView, type ApiKeyView } from './api-key-view.js';

@@ -1,6 +1,5 @@
-import { AppError, type Logger } from '@svc/platform';
+import { AppError, type Logger, type RevocationMarkers } from '@svc/platform';
 import type { PrismaClient } from '../db/database.js';
-import type { RevocationMarkers } from '@svc/platform';
 import { walletFromStored, type WalletAddress } from '../wallet/wallet-address.js';
 import { hasApiKeyShape, type ApiKeyHasher } from './api-key-secret.js';
 

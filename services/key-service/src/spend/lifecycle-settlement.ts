@@ -1,10 +1,9 @@
-import { isAppError, type Logger } from '@svc/platform';
+import { isAppError, type Logger, type ReceivedEvent } from '@svc/platform';
 import {
   JobLifecycleKind,
   type JobLifecycleEvent,
 } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
 import { parseWei } from '../money/wei.js';
-import type { ReceivedEvent } from '@svc/platform';
 import type { SpendLedger } from './spend-ledger.js';
 
 /** Kinds that end a call without an answer: each gives the reservation back. */

@@ -1,10 +1,16 @@
 import { closeClient, createClient, type GrpcServer, type ServiceClient } from '@svc/proto';
-import { createLogger, createServiceGrpcServer, type Logger } from '@svc/platform';
+import {
+  createLogger,
+  createServiceGrpcServer,
+  EmbeddedEventBus,
+  type EventBus,
+  type Logger,
+  type Store,
+} from '@svc/platform';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
 import { loadKeyServiceConfig, type KeyServiceConfig } from '../../src/config.js';
 import { openDatabase, type PrismaClient } from '../../src/db/database.js';
 import type { KeyServiceMethods } from '../../src/grpc/key-service-handlers.js';
-import { EmbeddedEventBus, type EventBus, type Store } from '@svc/platform';
 import { buildKeyService, type KeyServiceInstance } from '../../src/service.js';
 import type { TokenKeyRing } from '../../src/signin/token-key-ring.js';
 

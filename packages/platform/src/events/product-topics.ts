@@ -1,10 +1,9 @@
 import { JobLifecycleEventSchema } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
 import { KeyEventSchema } from '@svc/proto/gen/svc/events/v1/key_event_pb';
-import { defineTopic } from '@svc/platform';
+import { defineTopic } from './topic.js';
 
-// Topic definitions as the protos document them. They belong with every producer and consumer of the
-// topics (the gateway consumes key events, the orchestrator publishes lifecycle events); kept here until
-// a shared module holds them.
+// The product's topics, as docs/events.md and the event protos document them, shared by every producer
+// and consumer so a name or key can never differ between two services.
 
 /** API key changes, keyed by the wallet's lowercase address so one wallet's changes stay in order. */
 export const keyEventsTopic = defineTopic({

@@ -1,0 +1,66 @@
+import { AppError, type ConcurrencyLeases, type Logger } from '@svc/platform';
+
+export interface CallSlotSettings {
+  readonly limit: number;
+  /** Lifetime of a slot nobody renews: how long a crashed replica's calls keep their slots. */
+  readonly leaseTtlMs: number;
+}
+
+/** One in-flight call's slot; release it in the call's `finally`. */
+export interface CallSlot {
+  /** Idempotent; never throws (a slot that could not be released frees itself at its TTL). */
+  release(): Promise<void>;
+}
+
+/**
+ * Per-key limit of calls in flight, as counted leases in the shared store (so it holds over replicas). A
+ * slot is renewed while its call runs, so its TTL can stay short and a crashed replica's slots heal soon.
+ */
+export class CallSlots {
+  constructor(
+    private readonly leases: ConcurrencyLeases,
+    private readonly settings: CallSlotSettings,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Takes a slot for the key, or throws 429 `concurrency_limit_exceeded`. */
+  async acquire(keyId: string): Promise<CallSlot> {
+    const { limit, leaseTtlMs } = this.settings;
+    const leaseKey = `gateway:v1:in-flight:${keyId}`;
+    const outcome = await this.leases.acquire(leaseKey, limit, leaseTtlMs);
+    if (!outcome.granted) {
+      throw new AppError('concurrency_limit_exceeded', {
+        message: `Too many calls in flight for this key: at most ${limit} at once.`,
+        // A release may free a slot any moment; the store's figure is only when the oldest lease would expire.
+        retryAfterSeconds: Math.min(1, outcome.retryAfterMs / 1000),
+      });
+    }
+    const { leaseId } = outcome;
+    const renewal = setInterval(() => {
+      this.leases.renew(leaseKey, leaseId, leaseTtlMs).then(
+        (live) => {
+          if (!live) this.logger.warn({ keyId }, 'an in-flight slot expired before its call ended');
+        },
+        (error: unknown) => this.logger.warn({ err: error, keyId }, 'could not renew an in-flight slot'),
+      );
+    }, leaseTtlMs / 3);
+    renewal.unref();
+    let released: Promise<void> | undefined;
+    return {
+      release: () => {
+        released ??= (async () => {
+          clearInterval(renewal);
+          try {
+            await this.leases.release(leaseKey, leaseId);
+          } catch (error) {
+            this.logger.warn(
+              { err: error, keyId },
+              'could not release an in-flight slot; it expires at its TTL',
+            );
+          }
+        })();
+        return released;
+      },
+    };
+  }
+}

@@ -1,0 +1,82 @@
+import type { AppError } from '@svc/platform';
+
+// The port `/v1` runs completions through. The job-orchestrator (over gRPC) is its real implementation;
+// a gateway configured with none answers completions 503 `not_configured` and lists no models.
+
+/** A model a completion can name, as `GET /v1/models` lists it. */
+export interface ModelListing {
+  /** The exact model name (colons included), sent verbatim as `model`. */
+  readonly id: string;
+  /** OpenAI's `created`, in Unix seconds; 0 when unknown. */
+  readonly created?: number;
+  /** OpenAI's `owned_by`. */
+  readonly ownedBy?: string;
+}
+
+/** The spec's `service` object: the on-chain job that answered and where it ran. */
+export interface JobDescription {
+  readonly jobId: string;
+  readonly sessionId: string;
+  readonly txHash: string;
+  readonly worker: string;
+  /** Present only when the oldest messages were left out to fit one blob. */
+  readonly droppedMessages?: number;
+}
+
+export type ChatRole = 'system' | 'developer' | 'user' | 'assistant';
+
+/** One message as the job carries it: text parts already joined. */
+export interface ChatMessage {
+  readonly role: ChatRole;
+  readonly content: string;
+}
+
+/** An API-key call, paid by the key's wallet through the service's delegate. */
+export interface DelegatePayment {
+  readonly kind: 'delegate';
+  readonly wallet: string;
+  readonly keyId: string;
+  /** The key-service spend reservation held for this call. */
+  readonly reservationId: string;
+  /** The reserved amount: the most the job may cost. */
+  readonly maxFeeWei: bigint;
+}
+
+export interface CompletionRequest {
+  /** The gateway's own id of the call (never the caller's `x-request-id`). */
+  readonly callId: string;
+  readonly model: string;
+  /** The whole conversation; the last message is the user's. */
+  readonly messages: readonly ChatMessage[];
+  readonly conversationId?: string;
+  readonly stream: boolean;
+  readonly payment: DelegatePayment;
+}
+
+/**
+ * What a running completion reports, in order: `started`, then `delta`s (streamed calls), then
+ * `completed` or `failed`; or `failed` alone. Nothing reached the client before `started`.
+ */
+export type CompletionEvent =
+  | { readonly kind: 'started'; readonly job: JobDescription; readonly feeWei: bigint }
+  | { readonly kind: 'delta'; readonly text: string }
+  | {
+      readonly kind: 'completed';
+      readonly text: string;
+      readonly job: JobDescription;
+      /** The fee actually charged; the spend reservation is committed at this amount. */
+      readonly chargedWei: bigint;
+    }
+  | { readonly kind: 'failed'; readonly error: AppError };
+
+export interface CompletionBackend {
+  /** The models served by at least one worker right now. */
+  listModels(): Promise<readonly ModelListing[]>;
+  /** The current job fee of a model, reserved against the key's cap; `model_not_found` for an unknown one. */
+  quoteFee(model: string): Promise<bigint>;
+  /**
+   * Runs one completion as a job. A failure before the first event may also be thrown (an AppError or a
+   * gRPC error carrying one). `signal` aborts when the client goes away.
+   */
+  runCompletion(request: CompletionRequest, signal: AbortSignal): AsyncIterable<CompletionEvent>;
+}

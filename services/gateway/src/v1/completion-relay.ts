@@ -1,0 +1,84 @@
+import { streamErrorEvent } from '@svc/platform';
+import type { Response } from 'express';
+import { ClientGoneError } from './abortable-events.js';
+import type { CompletionEvent, JobDescription } from './completion-backend.js';
+import {
+  chatCompletionChunkJson,
+  chatCompletionJson,
+  serviceHeader,
+  type CompletionIdentity,
+} from './openai-shapes.js';
+import type { SseWriter } from './sse-writer.js';
+import { toStreamError } from './v1-errors.js';
+
+/** Called with the fee charged once the job answered, before the answer's last byte goes out. */
+export type OnAnswered = (chargedWei: bigint) => Promise<void>;
+
+function endedWithoutOutcome(): Error {
+  return new Error('the completion backend ended the call without completing or failing it');
+}
+
+/** A non-streamed call: one `chat.completion` once the job completed; any failure is an ordinary HTTP error. */
+export async function answerWithJson(
+  events: AsyncIterable<CompletionEvent>,
+  res: Response,
+  identity: CompletionIdentity,
+  onAnswered: OnAnswered,
+): Promise<void> {
+  for await (const event of events) {
+    if (event.kind === 'failed') throw event.error;
+    if (event.kind !== 'completed') continue;
+    await onAnswered(event.chargedWei);
+    res
+      .status(200)
+      .set('x-service', serviceHeader(event.job))
+      .json(chatCompletionJson(identity, event.text, event.job));
+    return;
+  }
+  throw endedWithoutOutcome();
+}
+
+/**
+ * A streamed call. Status and headers (`x-service` included) go out with the first chunk, when the job
+ * starts; a failure before it is thrown as an ordinary HTTP error, one after it ends the stream with an
+ * error event carrying its `code` (job_failed, stream_diverged) in place of `[DONE]`, and is rethrown.
+ */
+export async function relayAsEvents(
+  events: AsyncIterable<CompletionEvent>,
+  sse: SseWriter,
+  identity: CompletionIdentity,
+  onAnswered: OnAnswered,
+): Promise<void> {
+  let opened = false;
+  const open = async (job: JobDescription) => {
+    if (opened) return;
+    opened = true;
+    sse.open({ 'x-service': serviceHeader(job) });
+    await sse.data(chatCompletionChunkJson(identity, { role: 'assistant', content: '' }));
+  };
+  try {
+    for await (const event of events) {
+      switch (event.kind) {
+        case 'started':
+          await open(event.job);
+          break;
+        case 'delta':
+          if (!opened) throw new Error('the completion backend sent a delta before the job started');
+          await sse.data(chatCompletionChunkJson(identity, { content: event.text }));
+          break;
+        case 'completed':
+          await open(event.job);
+          await onAnswered(event.chargedWei);
+          await sse.data(chatCompletionChunkJson(identity, {}, { job: event.job }));
+          await sse.done();
+          return;
+        case 'failed':
+          throw event.error;
+      }
+    }
+    throw endedWithoutOutcome();
+  } catch (error) {
+    if (opened && !(error instanceof ClientGoneError)) await sse.fail(streamErrorEvent(toStreamError(error)));
+    throw error;
+  }
+}

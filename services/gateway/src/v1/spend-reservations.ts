@@ -1,0 +1,72 @@
+import { AppError, type Logger } from '@svc/platform';
+import type { KeyServiceClient } from '../key-service-client.js';
+import type { ResolvedApiKey } from './key-resolution-cache.js';
+import type { LimitHitReporter } from './limit-hit-reporter.js';
+
+/** A call's fee held against its key's spend cap, settled exactly once by the call. */
+export interface SpendReservation {
+  readonly reservationId: string;
+  readonly amountWei: bigint;
+  /** Counts the fee actually charged as spent (the call was answered). */
+  commit(chargedWei: bigint): Promise<void>;
+  /** Gives the fee back (the call failed or its client left). A no-op after a commit. */
+  release(): Promise<void>;
+}
+
+/**
+ * Spend reservations through the key-service: reserved before a job runs, atomically with the key's other
+ * calls, so concurrent calls never pass the cap together. A settlement that fails is only logged: the
+ * job's lifecycle events or the reservation's TTL settle it in the key-service.
+ */
+export class SpendReservations {
+  constructor(
+    private readonly keyService: KeyServiceClient,
+    private readonly limitHits: LimitHitReporter,
+    private readonly ttlMs: number,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Holds `amountWei` for the call, or throws 402 `spend_cap_exceeded` with the cap. */
+  async reserve(key: ResolvedApiKey, amountWei: bigint, callId: string): Promise<SpendReservation> {
+    const answer = await this.keyService.reserveSpend({
+      keyId: key.keyId,
+      amountWei: { decimal: amountWei.toString() },
+      ttl: { seconds: BigInt(Math.ceil(this.ttlMs / 1000)) },
+      requestId: callId,
+    });
+    if (answer.outcome.case === 'refused') {
+      this.limitHits.report(key.keyId, 'spendCap', callId);
+      const cap = answer.outcome.value.spendCapWei?.decimal ?? key.spendCapWei?.toString() ?? null;
+      throw new AppError('spend_cap_exceeded', {
+        message: `This call's fee would pass the key's lifetime spend cap of ${cap ?? 'unknown'} wei. Raise or remove the cap.`,
+        fields: { spend_cap_wei: cap },
+      });
+    }
+    if (answer.outcome.case !== 'reserved')
+      throw new Error('key-service answered ReserveSpend with no outcome');
+    return this.#settleable(key.keyId, answer.outcome.value.reservationId, amountWei);
+  }
+
+  #settleable(keyId: string, reservationId: string, amountWei: bigint): SpendReservation {
+    let settled: Promise<void> | undefined;
+    const settleOnce = (settle: () => Promise<unknown>, what: string) => {
+      settled ??= settle().then(
+        () => undefined,
+        (error: unknown) =>
+          this.logger.error({ err: error, keyId, reservationId }, `could not ${what} a spend reservation`),
+      );
+      return settled;
+    };
+    return {
+      reservationId,
+      amountWei,
+      commit: (chargedWei) =>
+        settleOnce(
+          () =>
+            this.keyService.commitSpend({ reservationId, chargedWei: { decimal: chargedWei.toString() } }),
+          'commit',
+        ),
+      release: () => settleOnce(() => this.keyService.releaseSpend({ reservationId }), 'release'),
+    };
+  }
+}

@@ -1,0 +1,106 @@
+import { randomUUID } from 'node:crypto';
+import { AppError, type Logger, type Store } from '@svc/platform';
+import express, { Router, type RequestHandler } from 'express';
+import { rateLimited } from '../http/rate-limit.js';
+import { bindRequestContext } from '../http/request-context.js';
+import type { KeyServiceClient } from '../key-service-client.js';
+import { authenticateApiKey, authenticatedKey } from './api-key-auth.js';
+import { BadKeyGuard } from './bad-key-guard.js';
+import { CallSlots } from './call-slots.js';
+import { chatCompletionsHandler } from './chat-completions-route.js';
+import type { CompletionBackend } from './completion-backend.js';
+import type { KeyResolutionCache } from './key-resolution-cache.js';
+import type { LimitHitReporter } from './limit-hit-reporter.js';
+import { listModelsHandler } from './models-route.js';
+import { refusePerCallPayments } from './payment-signature.js';
+import { SpendReservations } from './spend-reservations.js';
+import { v1ErrorHandler, v1RouteNotFound } from './v1-errors.js';
+
+export interface V1RouterSettings {
+  readonly bodyLimit: string;
+  readonly keyRateLimit: number;
+  readonly keyRateWindowMs: number;
+  readonly keyConcurrencyLimit: number;
+  readonly concurrencyLeaseTtlMs: number;
+  readonly badKeyRateLimit: number;
+  readonly badKeyRateWindowMs: number;
+  readonly spendReservationTtlMs: number;
+}
+
+export interface V1RouterPorts {
+  readonly keyService: KeyServiceClient;
+  readonly store: Store;
+  readonly keyCache: KeyResolutionCache;
+  /** Runs completions and lists models; undefined on a server with completions off. */
+  readonly backend: CompletionBackend | undefined;
+  readonly limitHits: LimitHitReporter;
+  readonly logger: Logger;
+  readonly settings: V1RouterSettings;
+}
+
+function requireJsonContentType(): RequestHandler {
+  return (req, _res, next) => {
+    if (!req.is('application/json'))
+      throw new AppError('invalid_request', {
+        message: 'Content-Type must be application/json.',
+        fields: { param: 'content-type' },
+      });
+    next();
+  };
+}
+
+/** Everything under `/v1`: the OpenAI-compatible surface and its `{ error: { ... } }` error shape. */
+export function v1Router(ports: V1RouterPorts): Router {
+  const { keyService, store, keyCache, backend, limitHits, logger, settings } = ports;
+  const router = Router();
+  router.use((_req, res, next) => {
+    res.setHeader('cache-control', 'no-store');
+    next();
+  });
+  router.use(bindRequestContext());
+
+  const authenticate = authenticateApiKey({
+    cache: keyCache,
+    revocations: store.revocations,
+    badKeys: new BadKeyGuard(store.rateWindows, store.values, {
+      limit: settings.badKeyRateLimit,
+      windowMs: settings.badKeyRateWindowMs,
+    }),
+  });
+  const perKeyRate = rateLimited(store.rateWindows, {
+    name: 'v1:key',
+    limit: settings.keyRateLimit,
+    windowMs: settings.keyRateWindowMs,
+    subject: (_req, res) => authenticatedKey(res).keyId,
+    refusal: 'Too many calls with this API key',
+    onRefused: (_req, res) => limitHits.report(authenticatedKey(res).keyId, 'rate', randomUUID()),
+  });
+
+  router.get('/models', authenticate, perKeyRate, listModelsHandler(backend));
+  router.post(
+    '/chat/completions',
+    refusePerCallPayments(),
+    authenticate,
+    perKeyRate,
+    requireJsonContentType(),
+    // Any body is read as JSON, so one that is not JSON is refused rather than ignored. The context is bound
+    // again afterwards: the body's stream events fire outside it.
+    express.json({ limit: settings.bodyLimit, type: () => true }),
+    bindRequestContext(),
+    chatCompletionsHandler({
+      backend,
+      slots: new CallSlots(
+        store.concurrency,
+        { limit: settings.keyConcurrencyLimit, leaseTtlMs: settings.concurrencyLeaseTtlMs },
+        logger,
+      ),
+      spend: new SpendReservations(keyService, limitHits, settings.spendReservationTtlMs, logger),
+      limitHits,
+      logger,
+    }),
+  );
+
+  router.use(v1RouteNotFound());
+  router.use(v1ErrorHandler(logger));
+  return router;
+}

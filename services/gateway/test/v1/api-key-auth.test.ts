@@ -1,0 +1,199 @@
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import OpenAI, { APIError, AuthenticationError } from 'openai';
+import { call, randomWallet, signInOverHttp } from '../support/http.js';
+import { startKeyService, type RunningKeyService } from '../support/key-service.js';
+import { createTestStore, type TestStore } from '../support/test-store.js';
+import { mintKey } from './support/keys.js';
+import { startV1Gateway, type V1Gateway } from './support/v1-gateway.js';
+
+const BAD_KEY_LIMIT = 3;
+
+let redis: TestStore;
+let keyService: RunningKeyService;
+let gateway: V1Gateway;
+
+/** A client address of its own per test (the gateway trusts X-Forwarded-For from loopback). */
+function freshAddress(): string {
+  const [a, b, c] = randomBytes(3);
+  return `10.${a}.${b}.${c}`;
+}
+
+function sdk(apiKey: string, address = freshAddress()): OpenAI {
+  return new OpenAI({
+    apiKey,
+    baseURL: `${gateway.baseUrl}/v1`,
+    maxRetries: 0,
+    defaultHeaders: { 'x-forwarded-for': address },
+  });
+}
+
+function unknownKey(): string {
+  return `svc_${'A'.repeat(43)}`;
+}
+
+async function listModelsError(client: OpenAI): Promise<APIError> {
+  const error = await client.models.list().catch((caught: unknown) => caught);
+  if (!(error instanceof APIError)) throw new Error(`expected an APIError, got ${String(error)}`);
+  return error;
+}
+
+beforeAll(async () => {
+  redis = createTestStore();
+  keyService = await startKeyService(redis.open());
+  gateway = await startV1Gateway({
+    keyServiceAddress: keyService.address,
+    store: redis.open(),
+    env: { V1_BAD_KEY_RATE_LIMIT: String(BAD_KEY_LIMIT), V1_KEY_RATE_LIMIT: '1000' },
+  });
+});
+
+afterAll(async () => {
+  await gateway?.close();
+  await keyService?.close();
+  await redis?.cleanup();
+});
+
+describe('API key authentication', () => {
+  it("answers 401 invalid_api_key in OpenAI's shape for an unknown, malformed or missing key", async () => {
+    for (const apiKey of [unknownKey(), 'svc_short', 'sk-not-ours']) {
+      const error = await listModelsError(sdk(apiKey));
+      expect(error).toBeInstanceOf(AuthenticationError);
+      expect(error.status).toBe(401);
+      expect(error.code).toBe('invalid_api_key');
+      expect(error.type).toBe('invalid_request_error');
+    }
+    const missing = await call(gateway.baseUrl, 'GET', '/v1/models', {
+      headers: { 'x-forwarded-for': freshAddress() },
+    });
+    expect(missing.status).toBe(401);
+    expect(missing.body).toEqual({
+      error: {
+        message: expect.any(String),
+        type: 'invalid_request_error',
+        param: null,
+        code: 'invalid_api_key',
+      },
+    });
+  });
+
+  it('refuses a sign-in token presented as an API key without asking the key-service', async () => {
+    const { token } = await signInOverHttp(gateway.baseUrl, randomWallet());
+    const before = gateway.keyServiceCalls.get('resolveKey') ?? 0;
+    const error = await listModelsError(sdk(token));
+    expect(error.status).toBe(401);
+    expect(error.code).toBe('invalid_api_key');
+    expect(gateway.keyServiceCalls.get('resolveKey') ?? 0).toBe(before);
+  });
+
+  it('serves a warm key from the cache with no gRPC call', async () => {
+    const minted = await mintKey(gateway.baseUrl);
+    const client = sdk(minted.key);
+    await client.models.list();
+    const afterFirst = gateway.keyServiceCalls.get('resolveKey') ?? 0;
+    await Promise.all([client.models.list(), client.models.list(), client.models.list()]);
+    expect(gateway.keyServiceCalls.get('resolveKey') ?? 0).toBe(afterFirst);
+  });
+
+  it('resolves concurrent cold calls of one key with one key-service call', async () => {
+    const minted = await mintKey(gateway.baseUrl);
+    const before = gateway.keyServiceCalls.get('resolveKey') ?? 0;
+    const client = sdk(minted.key);
+    await Promise.all(Array.from({ length: 8 }, () => client.models.list()));
+    expect((gateway.keyServiceCalls.get('resolveKey') ?? 0) - before).toBe(1);
+  });
+
+  it('refuses a revoked key from the very next call, though it is warm in the cache', async () => {
+    const minted = await mintKey(gateway.baseUrl);
+    const client = sdk(minted.key);
+    await client.models.list();
+    await client.models.list();
+    const revoke = await call(gateway.baseUrl, 'POST', `/api/api-keys/${minted.id}/revoke`, {
+      token: minted.token,
+    });
+    expect(revoke.status).toBe(204);
+    const resolvesBefore = gateway.keyServiceCalls.get('resolveKey') ?? 0;
+    const error = await listModelsError(client);
+    expect(error.status).toBe(401);
+    expect(error.code).toBe('invalid_api_key');
+    // Refused by the store's marker while the key was cached, not by asking the key-service again.
+    expect(gateway.keyServiceCalls.get('resolveKey') ?? 0).toBe(resolvesBefore);
+
+    const deleted = await call(gateway.baseUrl, 'DELETE', `/api/api-keys/${minted.id}`, {
+      token: minted.token,
+    });
+    expect(deleted.status).toBe(204);
+    expect((await listModelsError(client)).code).toBe('invalid_api_key');
+  });
+
+  it('answers 401 to a completion with no key and no payment (no per-call payments here)', async () => {
+    const answer = await call(gateway.baseUrl, 'POST', '/v1/chat/completions', {
+      body: { model: 'm', messages: [{ role: 'user', content: 'hi' }] },
+      headers: { 'x-forwarded-for': freshAddress() },
+    });
+    expect(answer.status).toBe(401);
+    expect(answer.body).toMatchObject({ error: { code: 'invalid_api_key' } });
+  });
+});
+
+describe('PAYMENT-SIGNATURE on a server without per-call payments', () => {
+  const encode = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64');
+  it.each([
+    [
+      'a well-formed x402 v2 payload',
+      encode({ x402Version: 2, accepted: {}, payload: {} }),
+      'unsupported_scheme',
+    ],
+    ['a payload that is not base64 JSON', '%%%not-base64%%%', 'invalid_payload'],
+    ['another x402 version', encode({ x402Version: 1 }), 'invalid_x402_version'],
+  ])('answers 400 for %s', async (_name, header, code) => {
+    const answer = await call(gateway.baseUrl, 'POST', '/v1/chat/completions', {
+      body: { model: 'm', messages: [{ role: 'user', content: 'hi' }] },
+      headers: { 'payment-signature': header, 'x-forwarded-for': freshAddress() },
+    });
+    expect(answer.status).toBe(400);
+    expect(answer.body).toMatchObject({ error: { code, type: 'invalid_request_error' } });
+  });
+});
+
+describe('bad keys per client address', () => {
+  it('refuses an address past the limit with 429 and retry-after, then refuses even a good key unresolved', async () => {
+    const address = freshAddress();
+    const good = await mintKey(gateway.baseUrl);
+    for (let i = 0; i < BAD_KEY_LIMIT; i += 1)
+      expect((await listModelsError(sdk(unknownKey(), address))).status).toBe(401);
+
+    const refused = await listModelsError(sdk(unknownKey(), address));
+    expect(refused.status).toBe(429);
+    expect(refused.code).toBe('rate_limit_exceeded');
+    const retryAfter = Number(refused.headers?.get('retry-after'));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+
+    const resolvesBefore = gateway.keyServiceCalls.get('resolveKey') ?? 0;
+    const blockedGood = await listModelsError(sdk(good.key, address));
+    expect(blockedGood.status).toBe(429);
+    expect(gateway.keyServiceCalls.get('resolveKey') ?? 0).toBe(resolvesBefore);
+
+    // Another address is not affected.
+    await expect(sdk(good.key).models.list()).resolves.toBeDefined();
+  });
+
+  it('counts bad keys from concurrent calls exactly', async () => {
+    const address = freshAddress();
+    const errors = await Promise.all(
+      Array.from({ length: 10 }, () => listModelsError(sdk(unknownKey(), address))),
+    );
+    const statuses = errors.map((error) => error.status);
+    expect(statuses.filter((status) => status === 401)).toHaveLength(BAD_KEY_LIMIT);
+    expect(statuses.filter((status) => status === 429)).toHaveLength(10 - BAD_KEY_LIMIT);
+  });
+});
+
+describe('unknown /v1 routes', () => {
+  it("answers 404 in OpenAI's shape", async () => {
+    const answer = await call(gateway.baseUrl, 'GET', '/v1/embeddings');
+    expect(answer.status).toBe(404);
+    expect(answer.body).toMatchObject({ error: { type: 'invalid_request_error', code: null } });
+  });
+});

@@ -1,0 +1,170 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { Store } from '@svc/platform';
+import type { APIError } from 'openai';
+import OpenAI, { RateLimitError } from 'openai';
+import { call } from '../support/http.js';
+import { startKeyService, type RunningKeyService } from '../support/key-service.js';
+import { createTestStore, type TestStore } from '../support/test-store.js';
+import { eventually, listedKey, mintKey, type MintedKey } from './support/keys.js';
+import { FEE_WEI, ScriptedBackend } from './support/scripted-backend.js';
+import { startV1Gateway, type V1Gateway } from './support/v1-gateway.js';
+
+const RATE_LIMIT = 5;
+const CONCURRENCY_LIMIT = 2;
+
+let redis: TestStore;
+let store: Store;
+let keyService: RunningKeyService;
+let backend: ScriptedBackend;
+// Two replicas over one Redis: every limit must hold across them.
+let replicaA: V1Gateway;
+let replicaB: V1Gateway;
+
+function sdk(apiKey: string, gateway: V1Gateway): OpenAI {
+  return new OpenAI({ apiKey, baseURL: `${gateway.baseUrl}/v1`, maxRetries: 0 });
+}
+
+const hello = [{ role: 'user' as const, content: 'hello' }];
+
+/** A streamed `hold` call that has received its first chunk; `abort` drops the connection. */
+async function openHeldStream(minted: MintedKey, gateway: V1Gateway) {
+  const controller = new AbortController();
+  const response = await fetch(`${gateway.baseUrl}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${minted.key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'hold', messages: hello, stream: true }),
+    signal: controller.signal,
+  });
+  expect(response.status).toBe(200);
+  const reader = response.body!.getReader();
+  await reader.read();
+  return {
+    abort: () => controller.abort(),
+    rest: async () => {
+      let text = '';
+      const decoder = new TextDecoder();
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) return text;
+        text += decoder.decode(value);
+      }
+    },
+  };
+}
+
+function inFlight(minted: MintedKey): Promise<number> {
+  return store.concurrency.count(`gateway:v1:in-flight:${minted.id}`);
+}
+
+beforeAll(async () => {
+  redis = createTestStore();
+  store = redis.open();
+  keyService = await startKeyService(redis.open());
+  backend = new ScriptedBackend();
+  const env = {
+    V1_KEY_RATE_LIMIT: String(RATE_LIMIT),
+    V1_KEY_CONCURRENCY_LIMIT: String(CONCURRENCY_LIMIT),
+  };
+  replicaA = await startV1Gateway({
+    keyServiceAddress: keyService.address,
+    store: redis.open(),
+    completions: backend,
+    env,
+  });
+  replicaB = await startV1Gateway({
+    keyServiceAddress: keyService.address,
+    store: redis.open(),
+    completions: backend,
+    env,
+  });
+});
+
+afterAll(async () => {
+  backend?.releaseHeld();
+  await Promise.all([replicaA?.close(), replicaB?.close()]);
+  await keyService?.close();
+  await redis?.cleanup();
+});
+
+describe('per-key rate limit', () => {
+  it('lets exactly the limit through across two replicas under concurrency, then 429 with retry-after', async () => {
+    const minted = await mintKey(replicaA.baseUrl);
+    const outcomes = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        sdk(minted.key, i % 2 === 0 ? replicaA : replicaB)
+          .models.list()
+          .then(
+            () => 'ok' as const,
+            (error: unknown) => error,
+          ),
+      ),
+    );
+    expect(outcomes.filter((outcome) => outcome === 'ok')).toHaveLength(RATE_LIMIT);
+    const refusals = outcomes.filter(
+      (outcome): outcome is RateLimitError => outcome instanceof RateLimitError,
+    );
+    expect(refusals).toHaveLength(12 - RATE_LIMIT);
+    const refused = refusals[0]!;
+    expect(refused.status).toBe(429);
+    expect(refused.code).toBe('rate_limit_exceeded');
+    expect(Number(refused.headers?.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(Number(refused.headers?.get('retry-after'))).toBeLessThanOrEqual(60);
+    expect(refused.headers?.get('x-ratelimit-limit')).toBe(String(RATE_LIMIT));
+    expect(refused.headers?.get('x-ratelimit-remaining')).toBe('0');
+
+    await eventually(
+      async () => (await listedKey(replicaA.baseUrl, minted)).limitHits.rate === 12 - RATE_LIMIT,
+      'every rate refusal is counted in limitHits.rate',
+    );
+  });
+
+  it("does not spend one key's budget on another key", async () => {
+    const [first, second] = await Promise.all([mintKey(replicaA.baseUrl), mintKey(replicaA.baseUrl)]);
+    for (let i = 0; i < RATE_LIMIT; i += 1) await sdk(first.key, replicaA).models.list();
+    await expect(sdk(first.key, replicaB).models.list()).rejects.toBeInstanceOf(RateLimitError);
+    await expect(sdk(second.key, replicaB).models.list()).resolves.toBeDefined();
+  });
+});
+
+describe('per-key concurrency limit', () => {
+  it('refuses calls past the limit in flight across replicas with 429 concurrency_limit_exceeded, and frees slots after', async () => {
+    const minted = await mintKey(replicaA.baseUrl);
+    const held = await Promise.all([openHeldStream(minted, replicaA), openHeldStream(minted, replicaB)]);
+    expect(await inFlight(minted)).toBe(CONCURRENCY_LIMIT);
+
+    const refused = await sdk(minted.key, replicaB)
+      .chat.completions.create({ model: 'echo:1b', messages: hello })
+      .catch((caught: unknown) => caught);
+    expect(refused).toBeInstanceOf(RateLimitError);
+    expect((refused as APIError).code).toBe('concurrency_limit_exceeded');
+    expect(Number((refused as APIError).headers?.get('retry-after'))).toBeGreaterThanOrEqual(1);
+
+    backend.releaseHeld();
+    const texts = await Promise.all(held.map((stream) => stream.rest()));
+    for (const text of texts) expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
+    await eventually(async () => (await inFlight(minted)) === 0, 'both slots are released');
+    await expect(
+      sdk(minted.key, replicaA).chat.completions.create({ model: 'echo:1b', messages: hello }),
+    ).resolves.toMatchObject({ object: 'chat.completion' });
+    await eventually(
+      async () => (await listedKey(replicaA.baseUrl, minted)).limitHits.concurrency === 1,
+      'the concurrency refusal is counted in limitHits.concurrency',
+    );
+  });
+
+  it('releases the slot and the spend reservation when the client aborts mid-stream, though the backend ignores the abort', async () => {
+    const minted = await mintKey(replicaA.baseUrl, { spendCapWei: String(FEE_WEI) });
+    const stream = await openHeldStream(minted, replicaA);
+    expect(await inFlight(minted)).toBe(1);
+    stream.abort();
+    await eventually(async () => (await inFlight(minted)) === 0, 'the aborted call released its slot');
+    expect(backend.aborted).toContain(backend.requests.at(-1)?.callId);
+
+    // The cap holds one fee: the next call fits only if the aborted call gave its reservation back.
+    const answer = await call(replicaB.baseUrl, 'POST', '/v1/chat/completions', {
+      token: minted.key,
+      body: { model: 'echo:1b', messages: hello },
+    });
+    expect(answer.status).toBe(200);
+  });
+});

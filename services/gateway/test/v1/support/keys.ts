@@ -1,0 +1,38 @@
+import type { ApiKeyJson } from '../../../src/api/api-key-json.js';
+import { call, randomWallet, signInOverHttp } from '../../support/http.js';
+
+export interface MintedKey {
+  readonly key: string;
+  readonly id: string;
+  /** The owning wallet's sign-in token, to manage the key over `/api`. */
+  readonly token: string;
+}
+
+/** Signs a fresh wallet in over `/api` and mints one key for it. */
+export async function mintKey(baseUrl: string, body: { spendCapWei?: string } = {}): Promise<MintedKey> {
+  const { token } = await signInOverHttp(baseUrl, randomWallet());
+  const minted = await call(baseUrl, 'POST', '/api/api-keys', { token, body });
+  if (minted.status !== 201) throw new Error(`mint answered ${minted.status}: ${minted.text}`);
+  const { key, id } = minted.body as { key: string; id: string };
+  return { key, id, token };
+}
+
+export async function listedKey(baseUrl: string, minted: MintedKey): Promise<ApiKeyJson> {
+  const listed = await call(baseUrl, 'GET', '/api/api-keys', { token: minted.token });
+  const key = (listed.body as ApiKeyJson[]).find((candidate) => candidate.id === minted.id);
+  if (key === undefined) throw new Error(`key ${minted.id} is not listed`);
+  return key;
+}
+
+/** Polls until `check` holds (fire-and-forget effects such as limit-hit reports), or fails after a while. */
+export async function eventually(
+  check: () => Promise<boolean>,
+  what: string,
+  timeoutMs = 5_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}

@@ -1,0 +1,85 @@
+import { AppError } from '@svc/platform';
+import type {
+  CompletionBackend,
+  CompletionEvent,
+  CompletionRequest,
+  JobDescription,
+  ModelListing,
+} from '../../../src/v1/completion-backend.js';
+
+export const FEE_WEI = 1_000n;
+export const CHARGED_WEI = 900n;
+
+export const JOB: JobDescription = {
+  jobId: '42',
+  sessionId: '7',
+  txHash: `0x${'ab'.repeat(32)}`,
+  worker: `0x${'11'.repeat(20)}`,
+  droppedMessages: 2,
+};
+
+/**
+ * A completion backend of our own port, scripted by model name, standing in for the job-orchestrator:
+ * - `echo:1b` answers "echo: <last user message>" in three deltas;
+ * - `fail-before` throws `job_failed` before any event; `no-worker` fails with `no_worker_available` first;
+ * - `fail-after` / `diverge` start, send one delta, then fail with `job_failed` / `stream_diverged`;
+ * - `hold` starts, sends one delta, then waits until `releaseHeld()` or the client leaves.
+ */
+export class ScriptedBackend implements CompletionBackend {
+  readonly requests: CompletionRequest[] = [];
+  /** Call ids whose abort signal fired. */
+  readonly aborted: string[] = [];
+  #releaseHeld: (() => void) | undefined;
+  #held = new Promise<void>((resolve) => (this.#releaseHeld = resolve));
+
+  async listModels(): Promise<readonly ModelListing[]> {
+    return [{ id: 'echo:1b', created: 1_700_000_000, ownedBy: 'worker-pool' }, { id: 'hold' }];
+  }
+
+  async quoteFee(model: string): Promise<bigint> {
+    if (model === 'missing') throw new AppError('model_not_found');
+    return FEE_WEI;
+  }
+
+  releaseHeld(): void {
+    this.#releaseHeld?.();
+    this.#held = new Promise<void>((resolve) => (this.#releaseHeld = resolve));
+  }
+
+  async *runCompletion(request: CompletionRequest, signal: AbortSignal): AsyncIterable<CompletionEvent> {
+    this.requests.push(request);
+    signal.addEventListener('abort', () => this.aborted.push(request.callId), { once: true });
+    const started: CompletionEvent = { kind: 'started', job: JOB, feeWei: FEE_WEI };
+    switch (request.model) {
+      case 'fail-before':
+        throw new AppError('job_failed', { message: 'The worker failed twice.' });
+      case 'no-worker':
+        yield { kind: 'failed', error: new AppError('no_worker_available') };
+        return;
+      case 'fail-after':
+      case 'diverge':
+        yield started;
+        yield { kind: 'delta', text: 'partial ' };
+        yield {
+          kind: 'failed',
+          error: new AppError(request.model === 'diverge' ? 'stream_diverged' : 'job_failed'),
+        };
+        return;
+      case 'hold': {
+        yield started;
+        yield { kind: 'delta', text: 'held ' };
+        // Deliberately deaf to the signal: the gateway must not depend on a backend honouring it.
+        await this.#held;
+        yield { kind: 'completed', text: 'held answer', job: JOB, chargedWei: CHARGED_WEI };
+        return;
+      }
+      default: {
+        const text = `echo: ${request.messages.at(-1)?.content ?? ''}`;
+        yield started;
+        for (const piece of [text.slice(0, 3), text.slice(3, 6), text.slice(6)])
+          yield { kind: 'delta', text: piece };
+        yield { kind: 'completed', text, job: JOB, chargedWei: CHARGED_WEI };
+      }
+    }
+  }
+}
