@@ -1,0 +1,148 @@
+// Gas of the JobRegistry calls the service makes per completion, measured on anvil.
+//   npm run bench -w @svc/contracts
+// Each flow runs twice: the first run pays for first-time storage (counters, balances going from
+// zero); the second is the steady state a running service sees.
+import { createECDH, randomBytes } from 'node:crypto';
+import { hexlify, keccak256, type ContractTransactionResponse, type TransactionResponse } from 'ethers';
+import { ChainClock, TestWallet, createTestProvider, sendWithBlobs, startAnvil } from '@svc/testkit';
+import { jobRegistryInterface } from '../src/connect.js';
+import { DEBIT_AUTHORIZATION_TYPES, debitDomain } from '../src/debitAuthorization.js';
+import { deployContracts } from '../src/deploy.js';
+import { modelIdOf } from '../src/modelId.js';
+
+const MODEL = { name: 'llama3.2:1b', feeWei: 10n ** 15n };
+const MODEL_ID = modelIdOf(MODEL.name);
+
+const anvil = await startAnvil({ accounts: 5, warmBlobs: true, blockTimestampInterval: 1 });
+const provider = createTestProvider(anvil.rpcUrl, anvil.chainId);
+try {
+  const [owner, service, user, worker, otherWorker] = anvil.accounts.map(
+    (account) => new TestWallet(account.privateKey, provider),
+  ) as [TestWallet, TestWallet, TestWallet, TestWallet, TestWallet];
+  const deployment = await deployContracts(owner, { models: [MODEL] });
+  const registry = deployment.jobRegistryAddress;
+  const jobs = (signer: TestWallet) => deployment.jobRegistry.connect(signer);
+  const parameters = await deployment.jobRegistry.parameters();
+
+  /** Gas per call name, per run. */
+  const gas = [new Map<string, bigint[]>(), new Map<string, bigint[]>()];
+  let run = 0;
+  async function measure(name: string, sent: Promise<ContractTransactionResponse | TransactionResponse>) {
+    const receipt = await (await sent).wait();
+    if (!receipt) throw new Error(`${name} was not mined`);
+    const runGas = gas[run]!;
+    runGas.set(name, [...(runGas.get(name) ?? []), receipt.gasUsed]);
+    return receipt;
+  }
+  const sessionKey = () => {
+    const ecdh = createECDH('prime256v1');
+    ecdh.generateKeys();
+    return hexlify(ecdh.getPublicKey());
+  };
+  const withBlob = (
+    signer: TestWallet,
+    method: 'submitJobFor' | 'submitJobWithDebit' | 'reassignJob',
+    args: unknown[],
+  ) =>
+    sendWithBlobs(signer, { to: registry, data: jobRegistryInterface.encodeFunctionData(method, args) }, 1);
+  const idFrom = (receipt: Awaited<ReturnType<typeof measure>>, event: string, field: string): bigint => {
+    for (const log of receipt.logs) {
+      const parsed = jobRegistryInterface.parseLog(log);
+      if (parsed?.name === event) return parsed.args[field] as bigint;
+    }
+    throw new Error(`no ${event}`);
+  };
+  async function openActiveSession(owner: TestWallet, by: TestWallet, sessionWorker: TestWallet) {
+    const opened = await measure(
+      'openSession',
+      jobs(by).openSession(owner.address, MODEL_ID, sessionWorker.address),
+    );
+    const sessionId = idFrom(opened, 'SessionOpened', 'sessionId');
+    await measure('claimSession', jobs(sessionWorker).claimSession(sessionId, sessionKey()));
+    return sessionId;
+  }
+
+  for (const signer of [worker, otherWorker]) {
+    await (
+      await deployment.workerRegistry.connect(signer).register([MODEL_ID], { value: 10n ** 17n })
+    ).wait();
+  }
+  await (await jobs(user).depositAndAuthorize(service.address, { value: 10n ** 18n })).wait();
+
+  for (run = 0; run < 2; run++) {
+    // Delegate path: the service submits for the user; the job completes and is released.
+    const session = await openActiveSession(user, service, worker);
+    const submitted = await measure(
+      'submitJobFor',
+      withBlob(service, 'submitJobFor', [user.address, session, MODEL.feeWei]),
+    );
+    const jobId = idFrom(submitted, 'JobSubmitted', 'jobId');
+    await measure('completeJob', jobs(worker).completeJob(jobId, keccak256(randomBytes(64))));
+
+    // A failure retried in a new session.
+    const failing = await measure(
+      'submitJobFor',
+      withBlob(service, 'submitJobFor', [user.address, session, MODEL.feeWei]),
+    );
+    const failingId = idFrom(failing, 'JobSubmitted', 'jobId');
+    await measure('failJob', jobs(worker).failJob(failingId));
+    const retrySession = await openActiveSession(user, service, otherWorker);
+    await measure('reassignJob', withBlob(service, 'reassignJob', [failingId, retrySession]));
+    await measure('completeJob', jobs(otherWorker).completeJob(failingId, keccak256(randomBytes(64))));
+
+    // x402: the service settles a payer's debit authorization in its own session.
+    const serviceSession = await openActiveSession(service, service, worker);
+    const auth = {
+      payer: user.address,
+      payTo: service.address,
+      facilitator: service.address,
+      maxAmount: MODEL.feeWei,
+      deadline: BigInt((await provider.getBlock('latest'))!.timestamp + 300),
+      nonce: hexlify(randomBytes(32)),
+    };
+    const signature = await user.signTypedData(
+      debitDomain(anvil.chainId, registry),
+      DEBIT_AUTHORIZATION_TYPES,
+      auth,
+    );
+    const debited = await measure(
+      'submitJobWithDebit',
+      withBlob(service, 'submitJobWithDebit', [serviceSession, auth, signature]),
+    );
+    const debitJobId = idFrom(debited, 'JobSubmitted', 'jobId');
+    await measure('failJob', jobs(worker).failJob(debitJobId));
+    await measure('refundJob', jobs(service).refundJob(debitJobId));
+
+    await new ChainClock(provider).advance(Number(parameters.disputeWindow) + 1);
+    await measure('releaseJob', jobs(service).releaseJob(jobId));
+    await measure('releaseJob', jobs(service).releaseJob(failingId));
+  }
+
+  const order = [
+    'openSession',
+    'claimSession',
+    'submitJobFor',
+    'submitJobWithDebit',
+    'completeJob',
+    'failJob',
+    'reassignJob',
+    'refundJob',
+    'releaseJob',
+  ];
+  const range = (values: bigint[] = []) => {
+    const sorted = [...values].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    const low = sorted[0];
+    const high = sorted.at(-1);
+    return low === high ? String(low) : `${low}-${high}`;
+  };
+  console.log(`JobRegistry gas on anvil (blob transactions: execution gas; each also uses 131072 blob gas)`);
+  console.log(`${'call'.padEnd(20)}${'first run'.padStart(16)}${'steady state'.padStart(16)}`);
+  for (const name of order) {
+    console.log(
+      `${name.padEnd(20)}${range(gas[0]!.get(name)).padStart(16)}${range(gas[1]!.get(name)).padStart(16)}`,
+    );
+  }
+} finally {
+  provider.destroy();
+  await anvil.stop();
+}

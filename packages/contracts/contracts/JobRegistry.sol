@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.28;
+
+import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
+import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
+import {MessageHashUtils} from "@openzeppelin/contracts/utils/cryptography/MessageHashUtils.sol";
+import {IJobRegistry} from "./interfaces/IJobRegistry.sol";
+import {IWorkerRegistry} from "./interfaces/IWorkerRegistry.sol";
+import {BlobRule} from "./libraries/BlobRule.sol";
+import {JobBook} from "./jobs/JobBook.sol";
+import {OperatorDirectory} from "./jobs/OperatorDirectory.sol";
+import {RegistryConfig} from "./jobs/RegistryConfig.sol";
+import {DebitAuthorization, Job, JobState, Parameters} from "./jobs/Types.sol";
+
+/// @title JobRegistry
+/// @notice Every chat completion is one job here: paid from a prepaid balance (by the wallet, its
+/// delegate, or an x402 `prepaid-debit` authorization), its prompt carried as the submitting
+/// transaction's only blob, answered by the session's worker and settled after a dispute window.
+contract JobRegistry is IJobRegistry, JobBook, EIP712 {
+    bytes32 public constant DEBIT_AUTHORIZATION_TYPEHASH =
+        keccak256(
+            "DebitAuthorization(address payer,address payTo,address facilitator,uint256 maxAmount,uint256 deadline,bytes32 nonce)"
+        );
+
+    mapping(address payer => mapping(bytes32 nonce => bool used)) private _usedNonces;
+
+    event DebitSettled(address indexed payer, bytes32 indexed nonce, uint256 amount, uint256 indexed jobId);
+    event JobDisputed(uint256 indexed jobId, uint256 slashed);
+
+    error DebitExpired(uint256 deadline, uint256 timestamp);
+    error FacilitatorMismatch(address facilitator, address caller);
+    error RecipientMismatch(address payTo, address sessionOwner);
+    error FacilitatorNotAuthorized(address payTo, address facilitator);
+    error NonceAlreadyUsed(address payer, bytes32 nonce);
+    error DebitSignerMismatch(address payer, address signer);
+    error DisputeWindowClosed(uint256 jobId, uint256 closedAt);
+    error NotWorkerSignature(uint256 jobId, address worker, address signer);
+    error ResponseMatchesCommitment(uint256 jobId, bytes32 responseHash);
+    error NotWorkerRegistry(address caller);
+    error EtherNotAccepted(address sender, uint256 amount);
+    error UnknownSelector(bytes4 selector);
+
+    constructor(IWorkerRegistry workerRegistry_, Parameters memory parameters_)
+        RegistryConfig(workerRegistry_, parameters_)
+        EIP712("JobRegistry", "1")
+    {}
+
+    /// @notice Every wei held here belongs to a balance, an escrow, earnings or protocol fees, so
+    /// plain transfers are refused.
+    receive() external payable {
+        revert EtherNotAccepted(msg.sender, msg.value);
+    }
+
+    fallback() external payable {
+        revert UnknownSelector(msg.sig);
+    }
+
+    /// @notice Submits a job of `payer` in its Active session, sent by the payer or its authorized
+    /// delegate; the transaction's only blob is the prompt.
+    function submitJobFor(address payer, uint256 sessionId, uint256 maxFee)
+        external
+        whenNotPaused
+        returns (uint256 jobId)
+    {
+        bytes32 promptBlobHash = BlobRule.singleBlobHash();
+        SessionRecord storage session = _sessionTakingJobs(sessionId);
+        if (session.owner != payer) revert SessionOwnerMismatch(sessionId, session.owner, payer);
+        address caller = principalOf(msg.sender);
+        _requireOwnerOrDelegate(payer, caller);
+        uint128 fee = _requireModelEnabled(session.modelId);
+        if (fee > maxFee) revert FeeAboveMax(fee, maxFee);
+        address delegate = caller == payer ? address(0) : caller;
+        jobId = _submit(payer, delegate, sessionId, session, fee, promptBlobHash);
+    }
+
+    /// @notice x402 `prepaid-debit` settlement: debits the job fee from the authorization's payer
+    /// and submits the job in the facilitator's session in the same transaction.
+    function submitJobWithDebit(uint256 sessionId, DebitAuthorization calldata auth, bytes calldata signature)
+        external
+        whenNotPaused
+        returns (uint256 jobId)
+    {
+        bytes32 promptBlobHash = BlobRule.singleBlobHash();
+        SessionRecord storage session = _sessionTakingJobs(sessionId);
+        _verifyDebit(auth, signature, session.owner);
+        uint128 fee = _requireModelEnabled(session.modelId);
+        if (fee > auth.maxAmount) revert FeeAboveMax(fee, auth.maxAmount);
+        _usedNonces[auth.payer][auth.nonce] = true;
+        jobId = _submit(auth.payer, address(0), sessionId, session, fee, promptBlobHash);
+        emit DebitSettled(auth.payer, auth.nonce, fee, jobId);
+    }
+
+    /// @notice Proves the worker signed (EIP-191) a final answer other than the one it committed:
+    /// the payer is refunded and the worker slashed in the payer's favour.
+    function disputeMismatch(uint256 jobId, bytes calldata ciphertext, bytes calldata signature)
+        external
+        nonReentrant
+    {
+        Job storage job = _jobInState(jobId, JobState.Completed);
+        _requireOwnerOrDelegate(_sessions[job.sessionId].owner, principalOf(msg.sender));
+        uint256 closedAt = uint256(job.completedAt) + _params.disputeWindow;
+        if (block.timestamp > closedAt) revert DisputeWindowClosed(jobId, closedAt);
+        bytes32 ciphertextHash = keccak256(ciphertext);
+        bytes32 digest = MessageHashUtils.toEthSignedMessageHash(
+            keccak256(abi.encode(block.chainid, address(this), jobId, ciphertextHash))
+        );
+        address signer = ECDSA.recover(digest, signature);
+        address worker = job.worker;
+        if (signer != worker) revert NotWorkerSignature(jobId, worker, signer);
+        if (ciphertextHash == job.responseHash) revert ResponseMatchesCommitment(jobId, job.responseHash);
+        _refund(jobId, job);
+        uint256 slashed = workerRegistry.slash(worker, _params.mismatchSlash, job.payer);
+        emit JobDisputed(jobId, slashed);
+    }
+
+    /// @inheritdoc IJobRegistry
+    function creditSlash(address to) external payable {
+        if (msg.sender != address(workerRegistry)) revert NotWorkerRegistry(msg.sender);
+        _deposit(to, msg.value);
+    }
+
+    function isNonceUsed(address payer, bytes32 nonce) external view returns (bool) {
+        return _usedNonces[payer][nonce];
+    }
+
+    function domainSeparator() external view returns (bytes32) {
+        return _domainSeparatorV4();
+    }
+
+    function worstCaseLiability() public view override(IJobRegistry, RegistryConfig) returns (uint64) {
+        return RegistryConfig.worstCaseLiability();
+    }
+
+    function principalOf(address account) public view override(IJobRegistry, OperatorDirectory) returns (address) {
+        return OperatorDirectory.principalOf(account);
+    }
+
+    /// @dev Checks in the order the payment settler reports them, so both name the same failure.
+    function _verifyDebit(DebitAuthorization calldata auth, bytes calldata signature, address sessionOwner)
+        private
+        view
+    {
+        if (block.timestamp > auth.deadline) revert DebitExpired(auth.deadline, block.timestamp);
+        address caller = principalOf(msg.sender);
+        if (caller != auth.facilitator) revert FacilitatorMismatch(auth.facilitator, caller);
+        if (auth.payTo != sessionOwner) revert RecipientMismatch(auth.payTo, sessionOwner);
+        if (!_isOwnerOrDelegate(auth.payTo, auth.facilitator)) {
+            revert FacilitatorNotAuthorized(auth.payTo, auth.facilitator);
+        }
+        if (_usedNonces[auth.payer][auth.nonce]) revert NonceAlreadyUsed(auth.payer, auth.nonce);
+        bytes32 structHash = keccak256(
+            abi.encode(
+                DEBIT_AUTHORIZATION_TYPEHASH,
+                auth.payer,
+                auth.payTo,
+                auth.facilitator,
+                auth.maxAmount,
+                auth.deadline,
+                auth.nonce
+            )
+        );
+        address signer = ECDSA.recoverCalldata(_hashTypedDataV4(structHash), signature);
+        if (signer != auth.payer) revert DebitSignerMismatch(auth.payer, signer);
+    }
+}

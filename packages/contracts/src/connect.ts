@@ -1,0 +1,17 @@
+import { Contract, Interface, type ContractRunner } from 'ethers';
+import { jobRegistryAbi } from './generated/JobRegistry.js';
+import { workerRegistryAbi } from './generated/WorkerRegistry.js';
+import type { JobRegistry, WorkerRegistry } from './generated/index.js';
+
+/** A typed ethers contract for the JobRegistry at `address`. */
+export function connectJobRegistry(address: string, runner?: ContractRunner | null): JobRegistry {
+  return new Contract(address, jobRegistryAbi, runner) as unknown as JobRegistry;
+}
+
+/** A typed ethers contract for the WorkerRegistry at `address`. */
+export function connectWorkerRegistry(address: string, runner?: ContractRunner | null): WorkerRegistry {
+  return new Contract(address, workerRegistryAbi, runner) as unknown as WorkerRegistry;
+}
+
+export const jobRegistryInterface = new Interface(jobRegistryAbi);
+export const workerRegistryInterface = new Interface(workerRegistryAbi);

@@ -1,0 +1,41 @@
+import {
+  AbiCoder,
+  Signature,
+  concat,
+  getBytes,
+  keccak256,
+  toBeHex,
+  type BytesLike,
+  type Signer,
+} from 'ethers';
+
+const SECP256K1_ORDER = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
+
+/** The same signature with s replaced by n - s (and v flipped): valid for plain ecrecover, malleable. */
+export function toHighS(signature: string): { signature: string; s: string } {
+  const { r, s, v } = Signature.from(signature);
+  const highS = toBeHex(SECP256K1_ORDER - BigInt(s), 32);
+  return { signature: concat([r, highS, v === 27 ? '0x1c' : '0x1b']), s: highS };
+}
+
+/** EIP-2098 64-byte compact form of a signature. */
+export function toCompact(signature: string): string {
+  return Signature.from(signature).compactSerialized;
+}
+
+/** The worker's EIP-191 signature over a final answer (PROTOCOL section 5, disputes). */
+export async function signFinalAnswer(
+  worker: Signer,
+  chainId: bigint | number,
+  jobRegistry: string,
+  jobId: bigint,
+  ciphertext: BytesLike,
+): Promise<string> {
+  const digest = keccak256(
+    AbiCoder.defaultAbiCoder().encode(
+      ['uint256', 'address', 'uint256', 'bytes32'],
+      [chainId, jobRegistry, jobId, keccak256(ciphertext)],
+    ),
+  );
+  return worker.signMessage(getBytes(digest));
+}
