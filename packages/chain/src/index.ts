@@ -70,3 +70,61 @@ export {
   type FinalAnswerBinding,
   type MessageSigner,
 } from './envelope/answer-signature.js';
+export {
+  ContractRevertError,
+  JobState,
+  SessionState,
+  type ContractError,
+  type ContractErrorName,
+  type ProtocolParameters,
+} from '@svc/contracts';
+export { ChainClient, type ChainClientOptions } from './contracts/chain-client.js';
+export type { Job, Session } from './contracts/records.js';
+export {
+  decodeProtocolLog,
+  protocolEventTopics,
+  type LogPosition,
+  type ProtocolEvent,
+  type ProtocolEventName,
+  type ProtocolEventOf,
+} from './contracts/protocol-events.js';
+export {
+  ProtocolLogCursor,
+  type ProtocolLogBatch,
+  type ProtocolLogCursorOptions,
+} from './contracts/log-cursor.js';
+export { findVerifiedBlob, type BlobLocation, type BlobSource } from './blob-source/blob-source.js';
+export { BeaconApiError, BlobNotFoundError, BlobVerificationError } from './blob-source/errors.js';
+export { AnvilBlobSource } from './blob-source/anvil-blob-source.js';
+export {
+  BeaconBlobSource,
+  slotAt,
+  type BeaconBlobSourceOptions,
+  type BeaconBlockResolution,
+  type ExecutionBlockReader,
+} from './blob-source/beacon-blob-source.js';
+export {
+  BlobFeeTooHighError,
+  NonceTakenError,
+  TransactionNotMinedError,
+  TransactionRevertedError,
+} from './tx/errors.js';
+export { replacementFees, type ExecutionFees, type TransactionFees } from './tx/fees.js';
+export {
+  OperatorLanes,
+  type AccountLease,
+  type OperatorLanesOptions,
+  type SendingAccount,
+  type TransactionLane,
+} from './tx/operator-lanes.js';
+export {
+  InMemorySentTransactionJournal,
+  type SentTransactionJournal,
+  type SentTransactionRecord,
+} from './tx/sent-transaction-journal.js';
+export {
+  TransactionSender,
+  type MinedTransaction,
+  type TransactionIntent,
+  type TransactionSenderOptions,
+} from './tx/transaction-sender.js';
