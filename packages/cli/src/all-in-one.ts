@@ -1,7 +1,9 @@
 // All-in-one mode (`npm start`): every service that exists so far in one Node process, each still
 // talking gRPC over loopback, sharing one embedded store and one in-process event bus unless
 // REDIS_URL / KAFKA_BROKERS say otherwise. PostgreSQL is the local server (DATABASE_URL, default
-// postgresql://postgres@127.0.0.1:5432/svc; the database is created when missing).
+// postgresql://postgres@127.0.0.1:5432/svc; the database is created when missing). The chain is a
+// devnet started here (its description goes to DEVNET_FILE), or with RPC_URL the chain running there
+// as DEVNET_FILE describes it (e.g. `npm run devnet` in another terminal).
 import { buildGatewayApp, loadGatewayConfig } from '@svc/gateway';
 import {
   applyMigrations,
@@ -16,6 +18,7 @@ import {
   EmbeddedEventBus,
   GracefulShutdown,
   keyEventsTopic,
+  loadConfig,
   MemoryStore,
   RedisStore,
   serviceClientOptions,
@@ -23,6 +26,7 @@ import {
 import { closeClient, createClient } from '@svc/proto';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
 import pg from 'pg';
+import { devnetConfigShape, openLocalChain } from './devnet/index.js';
 
 const HTTP_PORT = process.env.HTTP_PORT ?? process.env.PORT ?? '8080';
 const publicOrigin = process.env.PUBLIC_URL ?? `http://localhost:${HTTP_PORT}`;
@@ -42,15 +46,29 @@ async function ensureDatabase(url: string): Promise<void> {
   }
 }
 
+/** Sign-in messages must name the chain the wallets use: the devnet's, whatever CHAIN_ID says. */
+function chainIdForSignIn(chainId: number): string {
+  const configured = process.env.CHAIN_ID;
+  if (configured !== undefined && configured !== '' && Number(configured) !== chainId) {
+    throw new Error(`CHAIN_ID=${configured} but the chain in use is ${chainId}; unset CHAIN_ID`);
+  }
+  return String(chainId);
+}
+
+const logger = createLogger({ service: 'all-in-one', level: process.env.LOG_LEVEL ?? 'info' });
+const shutdown = new GracefulShutdown({ logger });
+
 async function main(): Promise<void> {
-  const logger = createLogger({ service: 'all-in-one', level: process.env.LOG_LEVEL ?? 'info' });
-  const shutdown = new GracefulShutdown({ logger });
   shutdown.listen();
+
+  const chain = await openLocalChain(loadConfig(devnetConfigShape), logger);
+  shutdown.add('chain', () => chain.close());
 
   const keyConfig = loadKeyServiceConfig({
     SIWE_DOMAIN: new URL(publicOrigin).host,
     SIWE_URI: publicOrigin,
     ...process.env,
+    CHAIN_ID: chainIdForSignIn(chain.description.chainId),
     GRPC_HOST: '127.0.0.1',
     GRPC_PORT: '0',
   });
@@ -108,12 +126,18 @@ async function main(): Promise<void> {
       gateway: publicOrigin,
       keyServiceGrpc: `127.0.0.1:${grpcPort}`,
       database: new URL(databaseUrl).pathname.slice(1),
+      rpcUrl: chain.description.rpcUrl,
+      chainId: chain.description.chainId,
+      completions: 'not_configured',
     },
-    'all-in-one up: sign-in and API keys under /api (completions under /v1 are not built yet); Ctrl-C stops',
+    'all-in-one up: sign-in and API keys under /api on the devnet chain; /v1/chat/completions answers 503 ' +
+      'not_configured (no completion backend yet: job-orchestrator and worker are not built); Ctrl-C stops',
   );
 }
 
-main().catch((error: unknown) => {
-  createLogger({ service: 'all-in-one' }).fatal({ err: error }, 'all-in-one failed to start');
+main().catch(async (error: unknown) => {
+  logger.fatal({ err: error }, 'all-in-one failed to start');
+  // Stops what did start (the devnet above all), so a failed start leaves no anvil behind.
+  await shutdown.shutdown('start-up failed');
   process.exit(1);
 });

@@ -5,11 +5,17 @@ import { fileURLToPath } from 'node:url';
 import { gatewayConfigShape } from '@svc/gateway';
 import { keyServiceConfigShape } from '@svc/key-service';
 import { configReference, type ConfigShape } from '@svc/platform';
+import { devnetConfigShape } from './devnet/index.js';
 import { format, resolveConfig } from 'prettier';
 
 const target = fileURLToPath(new URL('../../../docs/configuration.md', import.meta.url));
 
 const services: Array<{ name: string; about: string; shape: ConfigShape }> = [
+  {
+    name: 'all-in-one chain (npm start, npm run devnet)',
+    about: 'The local anvil devnet, or the chain `npm start` uses instead of it.',
+    shape: devnetConfigShape,
+  },
   {
     name: 'gateway',
     about: 'Public HTTP: `/api` sign-in and key routes, `/v1`, health.',

@@ -1,13 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Wallet } from 'ethers';
 import pg from 'pg';
 
 // `npm start` as a user runs it: the real start script in its own process, driven over HTTP by a real
-// wallet. It must come up, serve sign-in and key management, and stop cleanly on SIGTERM.
+// wallet. It must come up with its devnet, serve sign-in and key management bound to the devnet's
+// chain, and stop cleanly on SIGTERM, taking its anvil with it.
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 const serverUrl = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/test';
@@ -41,12 +45,42 @@ async function waitForReady(base: string, child: ChildProcess, timeoutMs: number
   throw new Error('npm start did not become ready in time');
 }
 
+interface DevnetFile {
+  rpcUrl: string;
+  chainId: number;
+  anvilPid: number;
+  contracts: { jobRegistry: string };
+  models: Array<{ name: string; feeWei: string }>;
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function rpc(rpcUrl: string, method: string, params: unknown[]): Promise<unknown> {
+  const response = await fetch(rpcUrl, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+  });
+  return ((await response.json()) as { result?: unknown }).result;
+}
+
 describe('npm start (all-in-one)', () => {
   let child: ChildProcess;
   let base: string;
   let output = '';
+  let devnetDirectory: string;
+  let devnetFile: string;
 
   beforeAll(async () => {
+    devnetDirectory = mkdtempSync(join(tmpdir(), 'svc-e2e-devnet-'));
+    devnetFile = join(devnetDirectory, 'devnet.json');
     const port = await freePort();
     base = `http://127.0.0.1:${port}`;
     child = spawn(process.execPath, ['scripts/start.mjs'], {
@@ -56,6 +90,10 @@ describe('npm start (all-in-one)', () => {
         HTTP_PORT: String(port),
         PUBLIC_URL: base,
         DATABASE_URL: databaseUrl(databaseName),
+        DEVNET_FILE: devnetFile,
+        DEVNET_PORT: '0',
+        RPC_URL: '',
+        CHAIN_ID: '',
         LOG_LEVEL: 'warn',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -74,6 +112,17 @@ describe('npm start (all-in-one)', () => {
     await admin.connect();
     await admin.query(`DROP DATABASE IF EXISTS ${databaseName} WITH (FORCE)`);
     await admin.end();
+    rmSync(devnetDirectory, { recursive: true, force: true });
+  });
+
+  it('runs a devnet with the contracts deployed and describes it in DEVNET_FILE', async () => {
+    const devnet = JSON.parse(readFileSync(devnetFile, 'utf8')) as DevnetFile;
+    expect(isAlive(devnet.anvilPid)).toBe(true);
+    expect(Number(await rpc(devnet.rpcUrl, 'eth_chainId', []))).toBe(devnet.chainId);
+    expect(await rpc(devnet.rpcUrl, 'eth_getCode', [devnet.contracts.jobRegistry, 'latest'])).toMatch(
+      /^0x[0-9a-f]{100,}$/,
+    );
+    expect(devnet.models.map((model) => model.name)).toEqual(['llama3.2:1b', 'qwen2.5:0.5b']);
   });
 
   it('signs a wallet in and manages its keys over /api', async () => {
@@ -82,6 +131,8 @@ describe('npm start (all-in-one)', () => {
     expect(challenge.status).toBe(200);
     const { message } = (await challenge.json()) as { message: string };
     expect(message).toContain(`URI: ${base}`);
+    const { chainId } = JSON.parse(readFileSync(devnetFile, 'utf8')) as DevnetFile;
+    expect(message).toContain(`Chain ID: ${chainId}`);
 
     const verify = await fetch(`${base}/api/auth/verify`, {
       method: 'POST',
@@ -105,12 +156,24 @@ describe('npm start (all-in-one)', () => {
     const keys = (await list.json()) as Array<Record<string, unknown>>;
     expect(keys.map((key) => key.id)).toEqual([minted.id]);
     expect(JSON.stringify(keys)).not.toContain(minted.key);
+
+    // The key works on /v1, but nothing runs completions yet (no orchestrator or worker).
+    const completion = await fetch(`${base}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${minted.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'llama3.2:1b', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(completion.status).toBe(503);
+    expect(((await completion.json()) as { error: { code: string } }).error.code).toBe('not_configured');
   });
 
-  it('stops cleanly on SIGTERM', async () => {
+  it('stops cleanly on SIGTERM, its devnet with it', async () => {
+    const { anvilPid } = JSON.parse(readFileSync(devnetFile, 'utf8')) as DevnetFile;
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     child.kill('SIGTERM');
     expect(await exited).toBe(0);
     expect(output).not.toMatch(/"level":"(error|fatal)"/);
+    expect(isAlive(anvilPid)).toBe(false);
+    expect(existsSync(devnetFile)).toBe(false);
   }, 30_000);
 });

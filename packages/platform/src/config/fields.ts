@@ -57,7 +57,8 @@ export function parseDurationMs(raw: string): number {
   return Number(match[1]) * UNIT_MS[(match[2] ?? 'ms') as keyof typeof UNIT_MS];
 }
 
-type Common<T> = { doc: string; default?: T; secret?: boolean };
+// `defaultText` is how the reference shows a default that depends on the machine (a path, say).
+type Common<T> = { doc: string; default?: T; defaultText?: string; secret?: boolean };
 
 /** Builders for the kinds of variables services read. */
 export const env = {

@@ -1,0 +1,128 @@
+import {
+  deployContracts,
+  type ModelFee,
+  type ProtocolParameters,
+  type StakingParameters,
+} from '@svc/contracts';
+import { createTestProvider, sendWithBlobs, startAnvil, TestWallet, type AnvilAccount } from '@svc/testkit';
+import type { JsonRpcProvider } from 'ethers';
+import { accountWithRole, assignDemoAccounts, demoAccountCount } from './demo-accounts.js';
+import {
+  describeDevnet,
+  removeDevnetDescription,
+  writeDevnetDescription,
+  type DevnetDescription,
+} from './description.js';
+
+const FINNEY = 10n ** 15n;
+
+/** Two models named the way Ollama names them: clients send these ids verbatim, colons included. */
+export const DEMO_MODELS: readonly ModelFee[] = [
+  { name: 'llama3.2:1b', feeWei: FINNEY / 10n },
+  { name: 'qwen2.5:0.5b', feeWei: FINNEY / 20n },
+];
+
+export const DEFAULT_DEVNET_CHAIN_ID = 31337;
+const DEFAULT_WALLET_COUNT = 3;
+/** anvil's own default; more only when more wallets are asked for. */
+const ANVIL_DEFAULT_ACCOUNTS = 10;
+
+export interface DevnetOptions {
+  /** TCP port; 0 or omitted picks a free one. */
+  port?: number;
+  host?: string;
+  /** Seconds between blocks; omitted mines a block per transaction. */
+  blockTimeSeconds?: number;
+  chainId?: number;
+  models?: readonly ModelFee[];
+  /** User wallets besides the owner, service-signer and worker accounts (default 3). */
+  walletCount?: number;
+  protocol?: Partial<ProtocolParameters>;
+  staking?: Partial<StakingParameters>;
+  /** Where to write the description; nothing is written when omitted. Removed again by stop(). */
+  descriptionPath?: string;
+}
+
+export interface Devnet {
+  description: DevnetDescription;
+  /** Set when the description was written to a file. */
+  descriptionPath: string | undefined;
+  /** Stops anvil, waits for it to exit and removes the description file; safe to call twice. */
+  stop(): Promise<void>;
+}
+
+/**
+ * A local chain ready for the service: anvil with both contracts deployed and configured, funded demo
+ * accounts with roles, and anvil's KZG setup warmed so the first real blob transaction is fast.
+ * Nothing else is registered: no workers, no deposits, no sessions.
+ */
+export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> {
+  const walletCount = options.walletCount ?? DEFAULT_WALLET_COUNT;
+  const anvil = await startAnvil({
+    port: options.port ?? 0,
+    host: options.host,
+    chainId: options.chainId ?? DEFAULT_DEVNET_CHAIN_ID,
+    blockTime: options.blockTimeSeconds,
+    accounts: Math.max(ANVIL_DEFAULT_ACCOUNTS, demoAccountCount(walletCount)),
+  });
+  let descriptionWritten = false;
+  const stop = once(async () => {
+    await anvil.stop();
+    if (descriptionWritten && options.descriptionPath)
+      removeDevnetDescription(options.descriptionPath, anvil.pid);
+  });
+
+  const provider = createTestProvider(anvil.rpcUrl, anvil.chainId, {
+    pollingIntervalMs: options.blockTimeSeconds ? 250 : 25,
+  });
+  try {
+    const accounts = assignDemoAccounts(anvil.accounts, walletCount);
+    const owner = new TestWallet(accountWithRole(accounts, 'owner').privateKey, provider);
+    const warmUpAccount = anvil.accounts.at(-1) as AnvilAccount;
+    // Different senders, so the ~3.5 s warm-up overlaps the deployment without nonce clashes.
+    const [deployment] = await Promise.all([
+      deployContracts(owner, {
+        protocol: options.protocol,
+        staking: options.staking,
+        models: [...(options.models ?? DEMO_MODELS)],
+      }),
+      warmUpKzg(provider, warmUpAccount),
+    ]);
+    const description = describeDevnet({
+      rpcUrl: anvil.rpcUrl,
+      chainId: anvil.chainId,
+      blockTimeSeconds: options.blockTimeSeconds,
+      anvilPid: anvil.pid,
+      jobRegistryAddress: deployment.jobRegistryAddress,
+      workerRegistryAddress: deployment.workerRegistryAddress,
+      deploymentBlock: deployment.deploymentBlock,
+      protocol: deployment.protocol,
+      staking: deployment.staking,
+      models: deployment.models,
+      accounts,
+    });
+    if (options.descriptionPath) {
+      writeDevnetDescription(options.descriptionPath, description);
+      descriptionWritten = true;
+    }
+    return { description, descriptionPath: options.descriptionPath, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  } finally {
+    provider.destroy();
+  }
+}
+
+/** anvil loads its KZG trusted setup on the first blob transaction (~3.5 s); pay that now. */
+async function warmUpKzg(provider: JsonRpcProvider, account: AnvilAccount): Promise<void> {
+  const wallet = new TestWallet(account.privateKey, provider);
+  const sent = await sendWithBlobs(wallet, { to: wallet.address }, 1);
+  const receipt = await sent.wait();
+  if (receipt?.status !== 1) throw new Error('the KZG warm-up blob transaction failed');
+}
+
+function once(action: () => Promise<void>): () => Promise<void> {
+  let result: Promise<void> | undefined;
+  return () => (result ??= action());
+}

@@ -1,0 +1,305 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import {
+  DEFAULT_PROTOCOL_PARAMETERS,
+  DEFAULT_STAKING_PARAMETERS,
+  connectJobRegistry,
+  connectWorkerRegistry,
+  fromParametersStruct,
+  modelIdOf,
+} from '@svc/contracts';
+import { createTestProvider, sendWithBlobs, startAnvil } from '@svc/testkit';
+import { Wallet, parseEther, type JsonRpcProvider } from 'ethers';
+import {
+  DEMO_MODELS,
+  InvalidDevnetDescription,
+  accountWithRole,
+  describeExternalChain,
+  parseDevnetDescription,
+  readDevnetDescription,
+  removeDevnetDescription,
+  startDevnet,
+  type Devnet,
+} from '../src/devnet/index.js';
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+describe('startDevnet', () => {
+  let directory: string;
+  let descriptionPath: string;
+  let devnet: Devnet;
+  let provider: JsonRpcProvider;
+
+  beforeAll(async () => {
+    directory = mkdtempSync(join(tmpdir(), 'svc-devnet-test-'));
+    descriptionPath = join(directory, 'nested', 'devnet.json');
+    devnet = await startDevnet({ descriptionPath });
+    provider = createTestProvider(devnet.description.rpcUrl, devnet.description.chainId);
+  }, 60_000);
+
+  afterAll(async () => {
+    provider?.destroy();
+    await devnet?.stop();
+    rmSync(directory, { recursive: true, force: true });
+  });
+
+  it('writes a description file that reads back as what startDevnet returned, readable by its owner only', () => {
+    expect(devnet.descriptionPath).toBe(descriptionPath);
+    expect(readDevnetDescription(descriptionPath)).toEqual(devnet.description);
+    expect(statSync(descriptionPath).mode & 0o777).toBe(0o600);
+    const raw = JSON.parse(readFileSync(descriptionPath, 'utf8')) as Record<string, unknown>;
+    expect(raw).toMatchObject({ version: 1, chainId: 31337, blockTimeSeconds: null });
+    expect(devnet.description.rpcUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(isAlive(devnet.description.anvilPid)).toBe(true);
+  });
+
+  it('serves the described chain id at the described RPC URL', async () => {
+    expect(Number((await provider.getNetwork()).chainId)).toBe(devnet.description.chainId);
+  });
+
+  it('deploys both contracts, linked, owned by the owner account, with the described parameters', async () => {
+    const { contracts, parameters } = devnet.description;
+    const jobRegistry = connectJobRegistry(contracts.jobRegistry, provider);
+    const workerRegistry = connectWorkerRegistry(contracts.workerRegistry, provider);
+    const owner = accountWithRole(devnet.description.accounts, 'owner').address;
+
+    expect(await jobRegistry.owner()).toBe(owner);
+    expect(await workerRegistry.owner()).toBe(owner);
+    expect(await jobRegistry.workerRegistry()).toBe(contracts.workerRegistry);
+    expect(await workerRegistry.jobRegistry()).toBe(contracts.jobRegistry);
+
+    const onChain = fromParametersStruct(await jobRegistry.parameters());
+    expect(onChain).toEqual(DEFAULT_PROTOCOL_PARAMETERS);
+    expect({ ...onChain, mismatchSlashWei: onChain.mismatchSlashWei.toString() }).toEqual(
+      parameters.protocol,
+    );
+    expect(await workerRegistry.minStake()).toBe(BigInt(parameters.staking.minStakeWei));
+    expect(await workerRegistry.minStake()).toBe(DEFAULT_STAKING_PARAMETERS.minStakeWei);
+    expect(Number(await workerRegistry.unbondingDelay())).toBe(parameters.staking.unbondingDelaySeconds);
+
+    const deployed = await provider.getTransactionReceipt(
+      (await provider.getBlock(contracts.deploymentBlock, true))!.prefetchedTransactions[0]!.hash,
+    );
+    expect(deployed?.contractAddress).toBe(contracts.workerRegistry);
+  });
+
+  it('configures the demo models, Ollama-style names with colons, at the described fees', async () => {
+    const jobRegistry = connectJobRegistry(devnet.description.contracts.jobRegistry, provider);
+    const { models } = devnet.description;
+    expect(models.map((model) => model.name)).toEqual(['llama3.2:1b', 'qwen2.5:0.5b']);
+    expect(models.map((model) => model.feeWei)).toEqual(DEMO_MODELS.map((model) => model.feeWei.toString()));
+    for (const model of models) {
+      expect(model.modelId).toBe(modelIdOf(model.name));
+      expect(await jobRegistry.jobFee(model.modelId)).toBe(BigInt(model.feeWei));
+      expect(BigInt(model.feeWei)).toBeGreaterThan(0n);
+    }
+  });
+
+  it('hands out funded accounts with roles and their keys, and registers nothing for them', async () => {
+    const { accounts, contracts } = devnet.description;
+    expect(accounts.map((account) => account.role)).toEqual([
+      'owner',
+      'service-signer',
+      'worker',
+      'wallet',
+      'wallet',
+      'wallet',
+    ]);
+    expect(new Set(accounts.map((account) => account.address)).size).toBe(accounts.length);
+    const jobRegistry = connectJobRegistry(contracts.jobRegistry, provider);
+    const workerRegistry = connectWorkerRegistry(contracts.workerRegistry, provider);
+    for (const account of accounts) {
+      expect(new Wallet(account.privateKey).address).toBe(account.address);
+      expect(await provider.getBalance(account.address)).toBeGreaterThan(parseEther('1000'));
+      expect(await workerRegistry.isActive(account.address)).toBe(false);
+      expect(await jobRegistry.prepaidBalanceOf(account.address)).toBe(0n);
+    }
+  });
+
+  it('has warmed anvil up: a blob transaction is on chain already and the next one is quick', async () => {
+    const latest = await provider.getBlockNumber();
+    let blobTransactions = 0;
+    for (let number = 0; number <= latest; number += 1) {
+      const block = await provider.getBlock(number, true);
+      blobTransactions += block!.prefetchedTransactions.filter((tx) => tx.type === 3).length;
+    }
+    expect(blobTransactions).toBe(1);
+
+    const wallet = new Wallet(accountWithRole(devnet.description.accounts, 'wallet').privateKey, provider);
+    const started = Date.now();
+    const receipt = await (await sendWithBlobs(wallet, { to: wallet.address }, 1)).wait();
+    // Cold, anvil alone spends ~3.5 s loading its KZG setup on the first blob; warm, the whole send
+    // takes well under a second, so this bound separates the two even on a busy machine.
+    expect(Date.now() - started).toBeLessThan(3_000);
+    expect(receipt?.blobGasUsed).toBe(131_072n);
+  });
+
+  it('lets another process use the chain from its description file and RPC_URL', async () => {
+    const external = await describeExternalChain(devnet.description.rpcUrl, descriptionPath);
+    expect(external).toEqual(devnet.description);
+  });
+
+  it('refuses to start on a port that is taken, and writes no description', async () => {
+    const port = Number(new URL(devnet.description.rpcUrl).port);
+    const otherPath = join(directory, 'other.json');
+    await expect(startDevnet({ port, descriptionPath: otherPath })).rejects.toThrow(/anvil exited/);
+    expect(existsSync(otherPath)).toBe(false);
+  });
+});
+
+describe('startDevnet options and stop', () => {
+  it('starts on a given port with a block time, other models and wallets, and stop() cleans up', async () => {
+    const directory = mkdtempSync(join(tmpdir(), 'svc-devnet-test-'));
+    const descriptionPath = join(directory, 'devnet.json');
+    const port = await freePort();
+    const devnet = await startDevnet({
+      port,
+      blockTimeSeconds: 1,
+      chainId: 900_001,
+      walletCount: 1,
+      models: [{ name: 'gemma3:270m', feeWei: 7n }],
+      descriptionPath,
+    });
+    const provider = createTestProvider(devnet.description.rpcUrl, devnet.description.chainId);
+    try {
+      expect(devnet.description).toMatchObject({
+        rpcUrl: `http://127.0.0.1:${port}`,
+        chainId: 900_001,
+        blockTimeSeconds: 1,
+        models: [{ name: 'gemma3:270m', modelId: modelIdOf('gemma3:270m'), feeWei: '7' }],
+      });
+      expect(devnet.description.accounts.map((account) => account.role)).toEqual([
+        'owner',
+        'service-signer',
+        'worker',
+        'wallet',
+      ]);
+      // Interval mining: blocks keep coming with no transaction sent.
+      const before = await provider.getBlockNumber();
+      await new Promise((resolve) => setTimeout(resolve, 2_500));
+      expect(await provider.getBlockNumber()).toBeGreaterThan(before);
+    } finally {
+      provider.destroy();
+      await devnet.stop();
+    }
+    expect(isAlive(devnet.description.anvilPid)).toBe(false);
+    expect(existsSync(descriptionPath)).toBe(false);
+    await devnet.stop();
+    rmSync(directory, { recursive: true, force: true });
+  }, 60_000);
+
+  it('keeps a description file that a newer devnet has taken over', () => {
+    const directory = mkdtempSync(join(tmpdir(), 'svc-devnet-test-'));
+    const path = join(directory, 'devnet.json');
+    try {
+      writeFileSync(path, JSON.stringify(sampleDescription({ anvilPid: 4242 })));
+      removeDevnetDescription(path, 4243);
+      expect(existsSync(path)).toBe(true);
+      removeDevnetDescription(path, 4242);
+      expect(existsSync(path)).toBe(false);
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('describeExternalChain', () => {
+  it('refuses a description of another chain id, or of contracts the chain does not have', async () => {
+    const directory = mkdtempSync(join(tmpdir(), 'svc-devnet-test-'));
+    const path = join(directory, 'devnet.json');
+    const otherChain = await startAnvil({ chainId: 4242, accounts: 1 });
+    const emptyChain = await startAnvil({ chainId: 31337, accounts: 1 });
+    try {
+      writeFileSync(path, JSON.stringify(sampleDescription({ chainId: 31337 })));
+      await expect(describeExternalChain(otherChain.rpcUrl, path)).rejects.toThrow(
+        /describes chain 31337, but .* is chain 4242/,
+      );
+      await expect(describeExternalChain(emptyChain.rpcUrl, path)).rejects.toThrow(/no JobRegistry at/);
+      await expect(describeExternalChain(emptyChain.rpcUrl, join(directory, 'missing.json'))).rejects.toThrow(
+        InvalidDevnetDescription,
+      );
+    } finally {
+      await otherChain.stop();
+      await emptyChain.stop();
+      rmSync(directory, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('parseDevnetDescription', () => {
+  it('accepts a well-formed description and normalises addresses to their checksum form', () => {
+    const description = sampleDescription({});
+    const lowered = {
+      ...description,
+      contracts: { ...description.contracts, jobRegistry: JOB_REGISTRY.toLowerCase() },
+    };
+    expect(parseDevnetDescription(lowered).contracts.jobRegistry).toBe(JOB_REGISTRY);
+  });
+
+  it('names every field that is wrong', () => {
+    const description = sampleDescription({});
+    const broken = {
+      ...description,
+      version: 2,
+      models: [{ ...description.models[0], feeWei: 100 }],
+      contracts: { ...description.contracts, jobRegistry: '0x1234' },
+    };
+    let message = '';
+    try {
+      parseDevnetDescription(broken, 'broken.json');
+    } catch (error) {
+      expect(error).toBeInstanceOf(InvalidDevnetDescription);
+      message = (error as Error).message;
+    }
+    expect(message).toContain('broken.json is not a valid devnet description');
+    expect(message).toMatch(/version/);
+    expect(message).toMatch(/models\.0\.feeWei/);
+    expect(message).toMatch(/contracts\.jobRegistry/);
+  });
+});
+
+const JOB_REGISTRY = '0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512';
+
+function sampleDescription(overrides: { anvilPid?: number; chainId?: number }) {
+  const owner = new Wallet('0x' + '11'.repeat(32));
+  return {
+    version: 1,
+    rpcUrl: 'http://127.0.0.1:8545',
+    chainId: overrides.chainId ?? 31337,
+    blockTimeSeconds: null,
+    anvilPid: overrides.anvilPid ?? 4242,
+    startedAt: new Date().toISOString(),
+    contracts: {
+      jobRegistry: JOB_REGISTRY,
+      workerRegistry: '0x5FbDB2315678afecb367f032d93F642f64180aa3',
+      deploymentBlock: 1,
+    },
+    parameters: {
+      protocol: {
+        ...DEFAULT_PROTOCOL_PARAMETERS,
+        mismatchSlashWei: DEFAULT_PROTOCOL_PARAMETERS.mismatchSlashWei.toString(),
+      },
+      staking: { minStakeWei: '1', unbondingDelaySeconds: 1 },
+    },
+    models: [{ name: 'llama3.2:1b', modelId: modelIdOf('llama3.2:1b'), feeWei: '1' }],
+    accounts: [{ role: 'owner', address: owner.address, privateKey: owner.privateKey, purpose: 'owner' }],
+  };
+}
