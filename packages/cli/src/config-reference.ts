@@ -4,6 +4,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { gatewayConfigShape } from '@svc/gateway';
 import { keyServiceConfigShape } from '@svc/key-service';
+import { workerConfigShape } from '@svc/worker';
 import { configReference, type ConfigShape } from '@svc/platform';
 import { devnetConfigShape } from './devnet/index.js';
 import { format, resolveConfig } from 'prettier';
@@ -25,6 +26,11 @@ const services: Array<{ name: string; about: string; shape: ConfigShape }> = [
     name: 'key-service',
     about: 'Sign-in, sign-in tokens, API keys, spend reservations (gRPC).',
     shape: keyServiceConfigShape,
+  },
+  {
+    name: 'worker',
+    about: 'The reference worker: registration, sessions, jobs, model backends, the worker link.',
+    shape: workerConfigShape,
   },
 ];
 

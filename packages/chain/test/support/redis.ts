@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { deleteRedisNamespace, TEST_REDIS_URL } from '@svc/platform/testing';
 
-export const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+export const REDIS_URL = TEST_REDIS_URL;
 
 /** A namespace no other suite or earlier run uses. */
 export function randomNamespace(suite: string): string {
@@ -9,16 +9,4 @@ export function randomNamespace(suite: string): string {
 }
 
 /** Deletes every key under `namespace`. */
-export async function deleteNamespace(namespace: string): Promise<void> {
-  const redis = new Redis(REDIS_URL);
-  try {
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${namespace}:*`, 'COUNT', 500);
-      if (keys.length > 0) await redis.del(...keys);
-      cursor = next;
-    } while (cursor !== '0');
-  } finally {
-    redis.disconnect();
-  }
-}
+export const deleteNamespace = (namespace: string): Promise<void> => deleteRedisNamespace(namespace);

@@ -37,11 +37,13 @@ export function loadConfig<S extends ConfigShape>(
 export function configReference(shape: ConfigShape): string {
   const rows = Object.entries(shape).map(([name, definition]) => {
     const fallback =
-      definition.defaultText !== undefined
-        ? `\`${definition.defaultText}\``
-        : definition.required
-          ? 'required'
-          : 'unset';
+      definition.defaultText === ''
+        ? 'empty'
+        : definition.defaultText !== undefined
+          ? `\`${definition.defaultText}\``
+          : definition.required
+            ? 'required'
+            : 'unset';
     return `| \`${name}\` | ${fallback} | ${definition.doc} |`;
   });
   return ['| Variable | Default | Meaning |', '|---|---|---|', ...rows].join('\n');

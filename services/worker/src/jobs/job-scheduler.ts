@@ -1,0 +1,121 @@
+import type { Logger } from '@svc/platform';
+import type { JobRefusalReason } from './job-refusal.js';
+import type { JobAssignment, JobOutcome } from './job-runner.js';
+
+export interface JobSchedulerOptions {
+  /** Runs one job to its outcome. */
+  readonly run: (assignment: JobAssignment, signal: AbortSignal) => Promise<JobOutcome>;
+  /** Gives up a job the worker cannot take (failJob at once). */
+  readonly refuse: (assignment: JobAssignment, reason: JobRefusalReason) => Promise<void>;
+  /** Concurrent jobs (announced in heartbeats as free job slots). */
+  readonly capacity: number;
+  /** Jobs that may wait for a slot; beyond that a job is refused. Default: `capacity`. */
+  readonly maxWaiting?: number;
+  readonly logger: Logger;
+}
+
+/**
+ * Runs up to `capacity` jobs at once. A burst beyond that (jobs land between two heartbeats) waits
+ * for a slot in a short queue, and the runner's deadline guard fails one that waited too long; a job
+ * that finds the queue full too is failed at once, so the service can reassign it while it is young.
+ */
+export class JobScheduler {
+  readonly #options: JobSchedulerOptions;
+  readonly #running = new Map<bigint, Promise<void>>();
+  readonly #sessionsInUse = new Map<bigint, number>();
+  readonly #abort = new AbortController();
+  readonly #waiting: (() => void)[] = [];
+  #active = 0;
+  #draining = false;
+
+  constructor(options: JobSchedulerOptions) {
+    if (!Number.isInteger(options.capacity) || options.capacity < 1)
+      throw new RangeError('capacity must be 1 or more');
+    this.#options = options;
+  }
+
+  get freeJobSlots(): number {
+    return this.#draining ? 0 : Math.max(this.#options.capacity - this.#running.size, 0);
+  }
+
+  get runningJobs(): number {
+    return this.#active;
+  }
+
+  /** Whether a job of this session is running (its key must outlive the session's close until then). */
+  usesSession(sessionId: bigint): boolean {
+    return (this.#sessionsInUse.get(sessionId) ?? 0) > 0;
+  }
+
+  /** Starts the job, or refuses it; resolves when it reached its outcome. */
+  submit(assignment: JobAssignment, sessionId: bigint): Promise<void> {
+    const already = this.#running.get(assignment.jobId);
+    if (already) return already;
+    const maxWaiting = this.#options.maxWaiting ?? this.#options.capacity;
+    const full = this.#running.size >= this.#options.capacity + maxWaiting;
+    if (this.#draining || full) {
+      return this.#guard(assignment, () =>
+        this.#options.refuse(assignment, this.#draining ? 'draining' : 'no_free_slot'),
+      );
+    }
+    this.#sessionsInUse.set(sessionId, (this.#sessionsInUse.get(sessionId) ?? 0) + 1);
+    const running = this.#guard(assignment, async () => {
+      await this.#slot();
+      let outcome;
+      try {
+        outcome = await this.#options.run(assignment, this.#abort.signal);
+      } finally {
+        this.#releaseSlot();
+      }
+      this.#options.logger.info({ jobId: assignment.jobId.toString(), outcome }, 'job finished');
+    }).finally(() => {
+      this.#running.delete(assignment.jobId);
+      const left = (this.#sessionsInUse.get(sessionId) ?? 1) - 1;
+      if (left > 0) this.#sessionsInUse.set(sessionId, left);
+      else this.#sessionsInUse.delete(sessionId);
+    });
+    this.#running.set(assignment.jobId, running);
+    return running;
+  }
+
+  /** Takes no new job and waits for the running ones (graceful drain). */
+  async drain(): Promise<void> {
+    this.#draining = true;
+    await Promise.all(this.#running.values());
+  }
+
+  /** Stops the running jobs now (their model generation is aborted and they are failed). */
+  async abort(): Promise<void> {
+    this.#draining = true;
+    this.#abort.abort(new Error('the worker is stopping'));
+    await Promise.all(this.#running.values());
+  }
+
+  /** Resolves once a slot is free; the slot is this job's until it ends. */
+  async #slot(): Promise<void> {
+    if (this.#active < this.#options.capacity) {
+      this.#active += 1;
+      return;
+    }
+    // The slot is handed over by the job that ends, so no newcomer can slip in between.
+    await new Promise<void>((resolve) => this.#waiting.push(resolve));
+  }
+
+  #releaseSlot(): void {
+    const next = this.#waiting.shift();
+    if (next) next();
+    else this.#active -= 1;
+  }
+
+  async #guard(assignment: JobAssignment, work: () => Promise<void>): Promise<void> {
+    try {
+      await work();
+    } catch (error) {
+      // One job's trouble (an RPC outage, say) must never take the worker down.
+      this.#options.logger.error(
+        { jobId: assignment.jobId.toString(), err: error },
+        'job could not be handled',
+      );
+    }
+  }
+}

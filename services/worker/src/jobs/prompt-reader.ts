@@ -1,0 +1,86 @@
+import {
+  BlobNotFoundError,
+  decodeBlob,
+  openPrompt,
+  type BlobSource,
+  type Job,
+  type Prompt,
+  type Session,
+  type SessionKeyPair,
+} from '@svc/chain';
+import { modelIdOf } from '@svc/contracts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { JobRefusedError } from './job-refusal.js';
+
+export interface PromptReaderOptions {
+  readonly blobSource: BlobSource;
+  readonly chainId: bigint;
+  readonly jobRegistry: string;
+  /** Models this worker can run. */
+  readonly models: readonly string[];
+  /** Tries for a blob the source does not hold yet (a beacon node lags the execution block). */
+  readonly blobFetchAttempts?: number;
+  readonly blobRetryDelayMs?: number;
+}
+
+/**
+ * From a job on chain to the conversation to run: fetch the prompt blob, decode it, decrypt it with
+ * the session's key, and check it asks for the session's model. Every way this can fail is a
+ * {@link JobRefusedError}, never a crash: blobs are public input anyone can shape.
+ */
+export class PromptReader {
+  readonly #options: PromptReaderOptions;
+
+  constructor(options: PromptReaderOptions) {
+    this.#options = options;
+  }
+
+  async read(job: Job, session: Session, keyPair: SessionKeyPair, blockNumber: number): Promise<Prompt> {
+    const blob = await this.#fetch(job.promptBlobHash, blockNumber);
+    let wire: Uint8Array;
+    try {
+      wire = decodeBlob(blob);
+    } catch (error) {
+      throw new JobRefusedError('malformed_blob', 'the prompt blob is not a framed payload', {
+        cause: error,
+      });
+    }
+    let prompt: Prompt;
+    try {
+      prompt = openPrompt(wire, keyPair, {
+        chainId: this.#options.chainId,
+        jobRegistry: this.#options.jobRegistry,
+        sessionId: job.sessionId,
+      });
+    } catch (error) {
+      throw new JobRefusedError('undecryptable_prompt', 'the prompt does not open with the session key', {
+        cause: error,
+      });
+    }
+    if (
+      !this.#options.models.includes(prompt.model) ||
+      modelIdOf(prompt.model) !== session.modelId.toLowerCase()
+    ) {
+      throw new JobRefusedError('wrong_model', "the prompt asks for a model that is not its session's");
+    }
+    return prompt;
+  }
+
+  async #fetch(versionedHash: string, blockNumber: number): Promise<Uint8Array> {
+    const attempts = this.#options.blobFetchAttempts ?? 3;
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return await this.#options.blobSource.fetchBlob(versionedHash, { blockNumber });
+      } catch (error) {
+        if (attempt >= attempts) {
+          throw new JobRefusedError(
+            'blob_unavailable',
+            error instanceof BlobNotFoundError ? 'the prompt blob was not found' : 'the blob source failed',
+            { cause: error },
+          );
+        }
+        await sleep(this.#options.blobRetryDelayMs ?? 500);
+      }
+    }
+  }
+}
