@@ -110,6 +110,11 @@ export class ProtocolLogCursor {
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
+    // An abort that came while reading has fired already: no event will end this sleep.
+    if (signal.aborted) {
+      resolve();
+      return;
+    }
     const timer = setTimeout(done, ms);
     signal.addEventListener('abort', done, { once: true });
     function done(): void {

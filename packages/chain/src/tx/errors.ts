@@ -1,3 +1,5 @@
+import { formatContractError, type ContractError } from '@svc/contracts';
+
 /** The blob base fee is above what this service pays to submit a prompt (`blob_fee_too_high`). */
 export class BlobFeeTooHighError extends Error {
   readonly reason = 'blob_fee_too_high' as const;
@@ -53,8 +55,16 @@ export class TransactionRevertedError extends Error {
     readonly nonce: number,
     readonly transactionHash: string,
     readonly blockNumber: number,
+    /**
+     * The contract's error, from replaying the call on the state its block left; null when the
+     * replay does not revert with a decodable error (out of gas, or the state moved on again).
+     */
+    readonly revert: ContractError | null = null,
   ) {
-    super(`transaction ${transactionHash} of ${account} at nonce ${nonce} reverted in block ${blockNumber}`);
+    super(
+      `transaction ${transactionHash} of ${account} at nonce ${nonce} reverted in block ${blockNumber}` +
+        (revert ? ` with ${formatContractError(revert)}` : ''),
+    );
     this.name = 'TransactionRevertedError';
   }
 }

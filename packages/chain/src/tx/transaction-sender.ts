@@ -1,6 +1,6 @@
-import type { JsonRpcProvider, TransactionReceipt } from 'ethers';
+import type { JsonRpcProvider, TransactionReceipt, TransactionRequest } from 'ethers';
 import type { NonceAllocator } from '@svc/platform';
-import { withDecodedRevert } from '@svc/contracts';
+import { ContractRevertError, withDecodedRevert, type ContractError } from '@svc/contracts';
 import type { BlobSidecar } from '../blob/kzg.js';
 import { NonceTakenError, TransactionNotMinedError, TransactionRevertedError } from './errors.js';
 import { blobFeeCap, currentExecutionFees, replacementFees, type TransactionFees } from './fees.js';
@@ -155,19 +155,12 @@ export class TransactionSender {
   /** Estimates gas with the blobs' hashes visible to the call, so a revert is caught unpaid. */
   async #simulate(account: SendingAccount, intent: TransactionIntent): Promise<TransactionBody> {
     const blobs = intent.blobs ?? [];
-    const call = {
-      from: account.address,
+    const call = this.#callOf(account.address, {
       to: intent.to,
       data: intent.data ?? '0x',
       value: intent.value ?? 0n,
-      ...(blobs.length > 0
-        ? {
-            type: 3,
-            blobVersionedHashes: blobs.map((blob) => blob.versionedHash),
-            maxFeePerBlobGas: this.#options.maxFeePerBlobGas,
-          }
-        : {}),
-    };
+      blobs,
+    });
     let gasLimit = intent.gasLimit;
     if (gasLimit === undefined) {
       const estimate = await withDecodedRevert(() => this.#provider.estimateGas(call));
@@ -176,6 +169,44 @@ export class TransactionSender {
       await withDecodedRevert(() => this.#provider.call(call));
     }
     return { to: intent.to, data: call.data, value: call.value, gasLimit, blobs };
+  }
+
+  /** The transaction as an `eth_call`, blob hashes included so `blobhash` sees them. */
+  #callOf(from: string, body: Omit<TransactionBody, 'gasLimit'>) {
+    return {
+      from,
+      to: body.to,
+      data: body.data,
+      value: body.value,
+      ...(body.blobs.length > 0
+        ? {
+            type: 3,
+            blobVersionedHashes: body.blobs.map((blob) => blob.versionedHash),
+            maxFeePerBlobGas: this.#options.maxFeePerBlobGas,
+          }
+        : {}),
+    } satisfies TransactionRequest;
+  }
+
+  /**
+   * Why a mined transaction reverted: its call replayed on the state its block left. Only the
+   * block's later transactions can make that differ from what the transaction saw, so this is its
+   * error but in a rare race; a replay that passes or fails otherwise (out of gas) gives null.
+   */
+  async #revertOf(pending: PendingNonce, blockNumber: number): Promise<ContractError | null> {
+    try {
+      await withDecodedRevert(() =>
+        this.#provider.call({
+          ...this.#callOf(pending.account.address, pending.body),
+          gasLimit: pending.body.gasLimit,
+          blockTag: blockNumber,
+        }),
+      );
+    } catch (error) {
+      if (error instanceof ContractRevertError) return error.revert;
+      // The replay only explains the failure; a node that cannot replay leaves it unexplained.
+    }
+    return null;
   }
 
   async #watch(pending: PendingNonce): Promise<MinedTransaction> {
@@ -258,6 +289,7 @@ export class TransactionSender {
         pending.nonce,
         receipt.hash,
         receipt.blockNumber,
+        await this.#revertOf(pending, receipt.blockNumber),
       );
     }
     return {
