@@ -13,8 +13,8 @@ export const gatewayConfigShape = {
     default: 'info',
   }),
   TRUST_PROXY: env.string({
-    doc: "Which proxies' X-Forwarded-For the gateway believes when it takes a client's address (express `trust proxy`: `false`, a hop count, or comma-separated addresses, subnets or `loopback`, `linklocal`, `uniquelocal`).",
-    default: 'loopback, linklocal, uniquelocal',
+    doc: "Which proxies' X-Forwarded-For the gateway believes when it takes a client's address (express `trust proxy`: `false`, a hop count, or comma-separated addresses, subnets or `loopback`, `linklocal`, `uniquelocal`). Name your load balancer's addresses: a trusted peer can choose the address that per-address limits count.",
+    default: 'loopback',
   }),
 
   KEY_SERVICE_ADDRESS: env.string({

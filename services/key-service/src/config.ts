@@ -5,7 +5,10 @@ import { env, loadConfig, type ConfigOf } from '@svc/platform';
  * all-in-one mode on one machine; docs/key-service.md carries the reference generated from this shape.
  */
 export const keyServiceConfigShape = {
-  GRPC_HOST: env.string({ doc: 'Interface the gRPC server binds.', default: '0.0.0.0' }),
+  GRPC_HOST: env.string({
+    doc: 'Interface the gRPC server binds. The key-management RPCs trust the wallet the gateway names, so expose this port only to the gateways (Kubernetes: 0.0.0.0 behind a NetworkPolicy).',
+    default: '127.0.0.1',
+  }),
   GRPC_PORT: env.port({ doc: 'Port of the KeyService gRPC server (0 picks a free one).', default: 50051 }),
   LOG_LEVEL: env.oneOf({
     doc: 'Least severe log level written.',

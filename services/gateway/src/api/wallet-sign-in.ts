@@ -6,6 +6,7 @@ import type { KeyServiceClient } from '../key-service-client.js';
 // Sign-in tokens are compact JWTs of a few hundred bytes; anything far longer is not worth a call.
 const MAX_TOKEN_LENGTH = 4096;
 const API_KEY_PREFIX = 'svc_';
+const COMPACT_JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 /**
  * Lets a request through only with a valid sign-in token (`Authorization: Bearer <token>`), and records
@@ -22,7 +23,8 @@ export function requireWalletSignIn(keyService: KeyServiceClient): RequestHandle
       throw new AppError('unauthorized', {
         message: 'An API key cannot manage keys; sign in with the wallet and send its sign-in token.',
       });
-    if (token.length > MAX_TOKEN_LENGTH) throw new AppError('unauthorized');
+    // Only a compact JWT (three base64url parts) is worth a call to the key-service.
+    if (token.length > MAX_TOKEN_LENGTH || !COMPACT_JWT.test(token)) throw new AppError('unauthorized');
     const identity = await keyService.authenticateToken({ token });
     if (identity.wallet === undefined) throw new AppError('unauthorized');
     res.locals.wallet = identity.wallet.hex;

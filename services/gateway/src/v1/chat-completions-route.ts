@@ -5,7 +5,7 @@ import { ClientGoneError, untilAborted } from './abortable-events.js';
 import { authenticatedKey } from './api-key-auth.js';
 import type { CallSlot, CallSlots } from './call-slots.js';
 import { parseChatCompletionBody, type ChatCompletionBody } from './chat-request.js';
-import type { CompletionBackend } from './completion-backend.js';
+import type { CompletionBackend, CompletionEvent } from './completion-backend.js';
 import { answerWithJson, relayAsEvents } from './completion-relay.js';
 import type { ResolvedApiKey } from './key-resolution-cache.js';
 import type { LimitHitReporter } from './limit-hit-reporter.js';
@@ -33,8 +33,9 @@ interface CompletionCall {
 /**
  * `POST /v1/chat/completions` after authentication and the rate limit: validation, then the call holds an
  * in-flight slot and a spend reservation while the backend runs the job. The slot is released in one
- * `finally` on every exit, the client leaving mid-stream included; the reservation is committed only when
- * the job answered and released on every other ending.
+ * `finally` on every exit, the client leaving mid-stream included; the reservation is committed when the
+ * job answered, released when the call failed or the client left before the job was submitted, and left to
+ * the job's lifecycle events when the client left a submitted job.
  */
 export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHandler {
   const { backend, slots, spend, limitHits, logger } = ports;
@@ -43,25 +44,35 @@ export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHand
     const { callId, key, body, res, clientGone } = call;
     const feeWei = await backendInUse.quoteFee(body.model);
     const reservation = await spend.reserve(key, feeWei, callId);
+    // Once the job is on chain (`started`) the wallet pays for it whether or not the client stays, so a
+    // client that leaves must not give the fee back to the cap (else dropping every connection after the
+    // first chunk would spend without limit): the job's lifecycle events settle it (answered commits,
+    // failed or refunded releases), the reservation's TTL being the last resort.
+    let jobSubmitted = false;
     let answered = false;
     try {
       const events = untilAborted(
-        backendInUse.runCompletion(
-          {
-            callId,
-            model: body.model,
-            messages: body.messages,
-            conversationId: body.conversationId,
-            stream: body.stream,
-            payment: {
-              kind: 'delegate',
-              wallet: key.wallet,
-              keyId: key.keyId,
-              reservationId: reservation.reservationId,
-              maxFeeWei: feeWei,
+        observeSubmission(
+          backendInUse.runCompletion(
+            {
+              callId,
+              model: body.model,
+              messages: body.messages,
+              conversationId: body.conversationId,
+              stream: body.stream,
+              payment: {
+                kind: 'delegate',
+                wallet: key.wallet,
+                keyId: key.keyId,
+                reservationId: reservation.reservationId,
+                maxFeeWei: feeWei,
+              },
             },
+            clientGone,
+          ),
+          () => {
+            jobSubmitted = true;
           },
-          clientGone,
         ),
         clientGone,
       );
@@ -77,7 +88,8 @@ export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHand
       if (body.stream) await relayAsEvents(events, new SseWriter(res, clientGone), identity, onAnswered);
       else await answerWithJson(events, res, identity, onAnswered);
     } finally {
-      if (!answered) await reservation.release();
+      const leftWhileJobRuns = jobSubmitted && clientGone.aborted;
+      if (!answered && !leftWhileJobRuns) await reservation.release();
     }
   }
 
@@ -112,4 +124,15 @@ export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHand
       await slot.release();
     }
   };
+}
+
+/** Passes the events through, telling `onSubmitted` when the job is on chain (`started`). */
+async function* observeSubmission(
+  events: AsyncIterable<CompletionEvent>,
+  onSubmitted: () => void,
+): AsyncGenerator<CompletionEvent> {
+  for await (const event of events) {
+    if (event.kind === 'started') onSubmitted();
+    yield event;
+  }
 }

@@ -89,7 +89,8 @@ function conversationIdOf(body: JsonObject): string | undefined {
   const value = body.conversation_id;
   if (!isPresent(value)) return undefined;
   if (typeof value !== 'string') throw invalid('conversation_id', 'conversation_id must be a string.');
-  if (value.length > MAX_CONVERSATION_ID_LENGTH)
+  // Characters as the spec counts them: code points, not UTF-16 units.
+  if ([...value].length > MAX_CONVERSATION_ID_LENGTH)
     throw invalid(
       'conversation_id',
       `conversation_id must be at most ${MAX_CONVERSATION_ID_LENGTH} characters.`,

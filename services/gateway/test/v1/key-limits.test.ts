@@ -2,6 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Store } from '@svc/platform';
 import type { APIError } from 'openai';
 import OpenAI, { RateLimitError } from 'openai';
+import { closeClient, createClient } from '@svc/proto';
+import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
+import { SpendReservationState } from '@svc/proto/gen/svc/key/v1/spend_reservation_pb';
 import { call } from '../support/http.js';
 import { startKeyService, type RunningKeyService } from '../support/key-service.js';
 import { createTestStore, type TestStore } from '../support/test-store.js';
@@ -152,15 +155,32 @@ describe('per-key concurrency limit', () => {
     );
   });
 
-  it('releases the slot and the spend reservation when the client aborts mid-stream, though the backend ignores the abort', async () => {
+  it("releases the slot when the client aborts mid-stream, but keeps the submitted job's fee held for its lifecycle to settle", async () => {
     const minted = await mintKey(replicaA.baseUrl, { spendCapWei: String(FEE_WEI) });
     const stream = await openHeldStream(minted, replicaA);
     expect(await inFlight(minted)).toBe(1);
     stream.abort();
     await eventually(async () => (await inFlight(minted)) === 0, 'the aborted call released its slot');
-    expect(backend.aborted).toContain(backend.requests.at(-1)?.callId);
+    const aborted = backend.requests.at(-1);
+    expect(backend.aborted).toContain(aborted?.callId);
 
-    // The cap holds one fee: the next call fits only if the aborted call gave its reservation back.
+    // The job is on chain and the wallet pays for it: leaving must not hand the fee back to the cap.
+    const refused = await call(replicaB.baseUrl, 'POST', '/v1/chat/completions', {
+      token: minted.key,
+      body: { model: 'echo:1b', messages: hello },
+    });
+    expect(refused.status).toBe(402);
+    expect((refused.body as { error: { code: string } }).error.code).toBe('spend_cap_exceeded');
+    expect(backend.requests.at(-1)).toBe(aborted);
+
+    // The job's lifecycle settles the reservation (here: it failed, so the fee comes back).
+    const settler = createClient(KeyService, keyService.address);
+    try {
+      const released = await settler.releaseSpend({ reservationId: aborted?.payment.reservationId ?? '' });
+      expect(released.state).toBe(SpendReservationState.RELEASED);
+    } finally {
+      closeClient(settler);
+    }
     const answer = await call(replicaB.baseUrl, 'POST', '/v1/chat/completions', {
       token: minted.key,
       body: { model: 'echo:1b', messages: hello },
