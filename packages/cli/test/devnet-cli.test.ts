@@ -5,19 +5,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from '@jest/globals';
 import { readDevnetDescription, type DevnetDescription } from '../src/devnet/index.js';
+import { isProcessAlive as isAlive } from '@svc/testkit';
 
 // `npm run devnet` as a person runs it: its own process, up until a signal, then gone with its anvil.
 
 const entry = fileURLToPath(new URL('../src/devnet.ts', import.meta.url));
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function waitFor<T>(probe: () => T | undefined, child: ChildProcess, timeoutMs: number): Promise<T> {
   const deadline = Date.now() + timeoutMs;

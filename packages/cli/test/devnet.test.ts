@@ -11,7 +11,7 @@ import {
   fromParametersStruct,
   modelIdOf,
 } from '@svc/contracts';
-import { createTestProvider, sendWithBlobs, startAnvil } from '@svc/testkit';
+import { createTestProvider, isProcessAlive as isAlive, sendWithBlobs, startAnvil } from '@svc/testkit';
 import { Wallet, parseEther, type JsonRpcProvider } from 'ethers';
 import {
   DEMO_MODELS,
@@ -24,15 +24,6 @@ import {
   startDevnet,
   type Devnet,
 } from '../src/devnet/index.js';
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function freePort(): Promise<number> {
   const server = createServer();

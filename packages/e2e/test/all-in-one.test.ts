@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Wallet } from 'ethers';
 import pg from 'pg';
+import { isProcessAlive as isAlive } from '@svc/testkit';
 
 // `npm start` as a user runs it: the real start script in its own process, driven over HTTP by a real
 // wallet. It must come up with its devnet, serve sign-in and key management bound to the devnet's
@@ -51,15 +52,6 @@ interface DevnetFile {
   anvilPid: number;
   contracts: { jobRegistry: string };
   models: Array<{ name: string; feeWei: string }>;
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 async function rpc(rpcUrl: string, method: string, params: unknown[]): Promise<unknown> {

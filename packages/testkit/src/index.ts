@@ -5,3 +5,4 @@ export { loadKzg } from './kzg.js';
 export { createTestProvider, type TestProviderOptions } from './provider.js';
 export { ChainClock } from './chainClock.js';
 export { TestWallet, withGasHeadroom } from './wallet.js';
+export { isProcessAlive } from './process.js';

@@ -7,19 +7,11 @@ import {
   TestWallet,
   createTestProvider,
   sendWithBlobs,
+  isProcessAlive as isAlive,
   startAnvil,
   type AnvilAccount,
   type AnvilInstance,
 } from '../src/index.js';
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function waitUntilDead(pid: number, timeoutMs = 5_000): Promise<boolean> {
   const until = Date.now() + timeoutMs;
