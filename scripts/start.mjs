@@ -2,7 +2,7 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const entry = fileURLToPath(new URL('../packages/cli/src/all-in-one.ts', import.meta.url));
+const entry = fileURLToPath(new URL('../apps/server/src/all-in-one.ts', import.meta.url));
 const child = spawn(process.execPath, ['--conditions=@svc/source', '--import', 'tsx', entry], {
   stdio: 'inherit',
 });

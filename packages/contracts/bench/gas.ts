@@ -4,7 +4,7 @@
 // zero); the second is the steady state a running service sees.
 import { createECDH, randomBytes } from 'node:crypto';
 import { hexlify, keccak256, type ContractTransactionResponse, type TransactionResponse } from 'ethers';
-import { ChainClock, TestWallet, createTestProvider, sendWithBlobs, startAnvil } from '@svc/testkit';
+import { ChainClock, DevWallet, createDevProvider, sendWithBlobs, startAnvil } from '@svc/anvil';
 import { jobRegistryInterface } from '../src/connect.js';
 import { DEBIT_AUTHORIZATION_TYPES, debitDomain } from '../src/debitAuthorization.js';
 import { deployContracts } from '../src/deploy.js';
@@ -14,14 +14,14 @@ const MODEL = { name: 'llama3.2:1b', feeWei: 10n ** 15n };
 const MODEL_ID = modelIdOf(MODEL.name);
 
 const anvil = await startAnvil({ accounts: 5, warmBlobs: true, blockTimestampInterval: 1 });
-const provider = createTestProvider(anvil.rpcUrl, anvil.chainId);
+const provider = createDevProvider(anvil.rpcUrl, anvil.chainId);
 try {
   const [owner, service, user, worker, otherWorker] = anvil.accounts.map(
-    (account) => new TestWallet(account.privateKey, provider),
-  ) as [TestWallet, TestWallet, TestWallet, TestWallet, TestWallet];
+    (account) => new DevWallet(account.privateKey, provider),
+  ) as [DevWallet, DevWallet, DevWallet, DevWallet, DevWallet];
   const deployment = await deployContracts(owner, { models: [MODEL] });
   const registry = deployment.jobRegistryAddress;
-  const jobs = (signer: TestWallet) => deployment.jobRegistry.connect(signer);
+  const jobs = (signer: DevWallet) => deployment.jobRegistry.connect(signer);
   const parameters = await deployment.jobRegistry.parameters();
 
   /** Gas per call name, per run. */
@@ -40,7 +40,7 @@ try {
     return hexlify(ecdh.getPublicKey());
   };
   const withBlob = (
-    signer: TestWallet,
+    signer: DevWallet,
     method: 'submitJobFor' | 'submitJobWithDebit' | 'reassignJob',
     args: unknown[],
   ) =>
@@ -52,7 +52,7 @@ try {
     }
     throw new Error(`no ${event}`);
   };
-  async function openActiveSession(owner: TestWallet, by: TestWallet, sessionWorker: TestWallet) {
+  async function openActiveSession(owner: DevWallet, by: DevWallet, sessionWorker: DevWallet) {
     const opened = await measure(
       'openSession',
       jobs(by).openSession(owner.address, MODEL_ID, sessionWorker.address),

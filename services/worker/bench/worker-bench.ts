@@ -8,7 +8,7 @@ import { parseEther, Wallet } from 'ethers';
 import { AnvilBlobSource, JobState } from '@svc/chain';
 import { deployContracts } from '@svc/contracts';
 import { createLogger } from '@svc/platform';
-import { createTestProvider, startAnvil, TestWallet } from '@svc/testkit';
+import { createDevProvider, startAnvil, DevWallet } from '@svc/anvil';
 import { DeterministicModel } from '../src/model/index.js';
 import { startWorker } from '../src/service.js';
 import { ServiceSide, waitUntil } from '../test/support/service-side.js';
@@ -27,8 +27,8 @@ function median(values: number[]): number {
 
 async function main(): Promise<void> {
   const anvil = await startAnvil({ accounts: 12, warmBlobs: true });
-  const provider = createTestProvider(anvil.rpcUrl, anvil.chainId);
-  const wallet = (index: number) => new TestWallet(anvil.accounts[index]!.privateKey, provider);
+  const provider = createDevProvider(anvil.rpcUrl, anvil.chainId);
+  const wallet = (index: number) => new DevWallet(anvil.accounts[index]!.privateKey, provider);
   const deployment = await deployContracts(wallet(0), {
     models: [MODEL],
     protocol: { jobTimeoutSeconds: 120 },

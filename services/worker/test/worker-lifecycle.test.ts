@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { AnvilBlobSource, JobState, SessionState, responseHashOf } from '@svc/chain';
 import { parseEther } from 'ethers';
 import { createLogger } from '@svc/platform';
-import { ChainClock } from '@svc/testkit';
+import { ChainClock } from '@svc/anvil';
 import { HealthServer } from '../src/health/health-server.js';
 import { DeterministicModel } from '../src/model/index.js';
 import { MODEL, useDevnet } from './support/devnet.js';

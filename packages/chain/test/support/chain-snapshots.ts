@@ -1,5 +1,5 @@
 import { afterEach, beforeEach } from '@jest/globals';
-import { ChainClock } from '@svc/testkit';
+import { ChainClock } from '@svc/anvil';
 import type { Devnet } from './devnet.js';
 
 /**

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll } from '@jest/globals';
 import { parseEther, type JsonRpcProvider, type Wallet } from 'ethers';
 import { deployContracts, type Deployment } from '@svc/contracts';
-import { createTestProvider, startAnvil, TestWallet, type AnvilInstance } from '@svc/testkit';
+import { createDevProvider, startAnvil, DevWallet, type AnvilInstance } from '@svc/anvil';
 
 export const MODEL = { name: 'llama3.2:1b', feeWei: parseEther('0.001') };
 
@@ -20,8 +20,8 @@ export function useDevnet(): () => Devnet {
   beforeAll(async () => {
     const anvil = await startAnvil({ accounts: 12, warmBlobs: true });
     try {
-      const provider = createTestProvider(anvil.rpcUrl, anvil.chainId);
-      const wallet = (index: number) => new TestWallet(anvil.accounts[index]!.privateKey, provider);
+      const provider = createDevProvider(anvil.rpcUrl, anvil.chainId);
+      const wallet = (index: number) => new DevWallet(anvil.accounts[index]!.privateKey, provider);
       const deployment = await deployContracts(wallet(0), { models: [MODEL] });
       devnet = {
         anvil,

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, beforeEach } from '@jest/globals';
 import type { JsonRpcProvider } from 'ethers';
-import { ChainClock, TestWallet, createTestProvider, startAnvil, type AnvilInstance } from '@svc/testkit';
+import { ChainClock, DevWallet, createDevProvider, startAnvil, type AnvilInstance } from '@svc/anvil';
 import { connectJobRegistry, connectWorkerRegistry } from '../../src/connect.js';
 import { deployContracts, type DeployConfig, type Deployment } from '../../src/deploy.js';
 import type { JobRegistry, WorkerRegistry } from '../../src/generated/index.js';
@@ -25,7 +25,7 @@ export interface Chain {
   deployment: Deployment;
   /** A signer per role. The provider caches nothing, so each send reads the pending nonce afresh
    * (a local nonce counter would skip a nonce whenever a send fails its gas estimate). */
-  signers: Record<Actor, TestWallet>;
+  signers: Record<Actor, DevWallet>;
   address: Record<Actor, string>;
   /** JobRegistry / WorkerRegistry connected as `actor`. */
   jobs(actor: Actor): JobRegistry;
@@ -52,10 +52,10 @@ export function useChain(
       blockTimestampInterval: 1,
     });
     try {
-      const provider = createTestProvider(anvil.rpcUrl, anvil.chainId);
+      const provider = createDevProvider(anvil.rpcUrl, anvil.chainId);
       const signers = Object.fromEntries(
-        ACTORS.map((actor, index) => [actor, new TestWallet(anvil.accounts[index]!.privateKey, provider)]),
-      ) as Record<Actor, TestWallet>;
+        ACTORS.map((actor, index) => [actor, new DevWallet(anvil.accounts[index]!.privateKey, provider)]),
+      ) as Record<Actor, DevWallet>;
       const address = Object.fromEntries(ACTORS.map((actor) => [actor, signers[actor].address])) as Record<
         Actor,
         string

@@ -8,7 +8,7 @@ import {
   type Result,
   type TransactionReceipt,
 } from 'ethers';
-import { sendWithBlobs } from '@svc/testkit';
+import { sendWithBlobs } from '@svc/anvil';
 import { jobRegistryInterface, workerRegistryInterface } from '../../src/connect.js';
 import type { DeployConfig } from '../../src/deploy.js';
 import { modelIdOf } from '../../src/modelId.js';

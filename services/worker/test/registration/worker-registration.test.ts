@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { parseEther, Wallet } from 'ethers';
 import { modelIdOf } from '@svc/contracts';
 import { createLogger } from '@svc/platform';
-import { ChainClock } from '@svc/testkit';
+import { ChainClock } from '@svc/anvil';
 import { connectWorkerChain, type WorkerChain } from '../../src/chain/worker-chain.js';
 import {
   WorkerDeregisteredError,

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll } from '@jest/globals';
 import type { JsonRpcProvider, Wallet } from 'ethers';
 import { deployContracts, type Deployment, type ProtocolParameters } from '@svc/contracts';
-import { createTestProvider, startAnvil, TestWallet, type AnvilInstance } from '@svc/testkit';
+import { createDevProvider, startAnvil, DevWallet, type AnvilInstance } from '@svc/anvil';
 
 import { MODEL, OTHER_MODEL } from './models.js';
 
@@ -24,8 +24,8 @@ export function useDevnet(
   beforeAll(async () => {
     const anvil = await startAnvil({ accounts: 12, warmBlobs: options.warmBlobs ?? false });
     try {
-      const provider = createTestProvider(anvil.rpcUrl, anvil.chainId);
-      const wallet = (index: number) => new TestWallet(anvil.accounts[index]!.privateKey, provider);
+      const provider = createDevProvider(anvil.rpcUrl, anvil.chainId);
+      const wallet = (index: number) => new DevWallet(anvil.accounts[index]!.privateKey, provider);
       const deployment = await deployContracts(wallet(0), {
         models: [MODEL, OTHER_MODEL],
         ...(options.protocol ? { protocol: options.protocol } : {}),

@@ -11,7 +11,7 @@ import {
   type PromptMessage,
 } from '@svc/chain';
 import { connectJobRegistry, modelIdOf, type Deployment } from '@svc/contracts';
-import { sendWithBlobs } from '@svc/testkit';
+import { sendWithBlobs } from '@svc/anvil';
 
 export interface SubmittedJob {
   jobId: bigint;

@@ -5,7 +5,7 @@ import { Wallet, type Provider, type TransactionRequest } from 'ethers';
  * latest block, so a call that writes `block.timestamp` to storage is priced as a no-op rewrite when
  * the value is unchanged, yet runs a second later as a real write and can run out of gas.
  */
-export class TestWallet extends Wallet {
+export class DevWallet extends Wallet {
   constructor(privateKey: string, provider?: Provider | null) {
     super(privateKey, provider);
   }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { hexlify, sha256, type Signer, type TransactionRequest, type TransactionResponse } from 'ethers';
 import { loadKzg } from './kzg.js';
-import { withGasHeadroom } from './wallet.js';
+import { withGasHeadroom } from './dev-wallet.js';
 
 export const BYTES_PER_BLOB = 131_072;
 const BYTES_PER_FIELD_ELEMENT = 32;
@@ -57,7 +57,7 @@ function pooledBlob(): PreparedBlob {
  * ordinary transaction. The gas is estimated with the blobs' versioned hashes in the simulated call
  * (ethers' own estimate leaves them out, so a contract reading BLOBHASH would see none), and a call
  * that would revert fails here with the revert data, before anything is signed or paid. The limit
- * gets the same headroom as TestWallet's (see there why).
+ * gets the same headroom as DevWallet's (see there why).
  */
 export async function sendWithBlobs(
   signer: Signer,

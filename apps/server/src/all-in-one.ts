@@ -26,7 +26,7 @@ import {
 import { closeClient, createClient } from '@svc/proto';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
 import pg from 'pg';
-import { devnetConfigShape, openLocalChain } from './devnet/index.js';
+import { devnetConfigShape, openLocalChain } from '@svc/devnet';
 
 const HTTP_PORT = process.env.HTTP_PORT ?? process.env.PORT ?? '8080';
 const publicOrigin = process.env.PUBLIC_URL ?? `http://localhost:${HTTP_PORT}`;

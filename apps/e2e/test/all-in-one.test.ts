@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Wallet } from 'ethers';
 import pg from 'pg';
-import { isProcessAlive as isAlive } from '@svc/testkit';
+import { isProcessAlive as isAlive } from '@svc/anvil';
 
 // `npm start` as a user runs it: the real start script in its own process, driven over HTTP by a real
 // wallet. It must come up with its devnet, serve sign-in and key management bound to the devnet's

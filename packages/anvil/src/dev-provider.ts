@@ -1,6 +1,6 @@
 import { JsonRpcProvider, Network } from 'ethers';
 
-export interface TestProviderOptions {
+export interface DevProviderOptions {
   /** How often ethers polls for receipts and new blocks; match it to the block time. */
   pollingIntervalMs?: number;
 }
@@ -10,10 +10,10 @@ export interface TestProviderOptions {
  * such as the pending nonce, from a 250 ms cache, so back-to-back sends collide), a fixed network
  * (no chain-id probe per request) and a short polling interval.
  */
-export function createTestProvider(
+export function createDevProvider(
   rpcUrl: string,
   chainId: number,
-  options: TestProviderOptions = {},
+  options: DevProviderOptions = {},
 ): JsonRpcProvider {
   const network = Network.from(chainId);
   const provider = new JsonRpcProvider(rpcUrl, network, {

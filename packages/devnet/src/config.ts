@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { env, type ConfigOf } from '@svc/platform';
 
 /** One file per checkout, whichever directory a command runs in (`.devnet/` is gitignored). */
-export const DEFAULT_DEVNET_FILE = fileURLToPath(new URL('../../../../.devnet/devnet.json', import.meta.url));
+export const DEFAULT_DEVNET_FILE = fileURLToPath(new URL('../../../.devnet/devnet.json', import.meta.url));
 
 /** How `npm start` and `npm run devnet` find or start their chain. */
 export const devnetConfigShape = {

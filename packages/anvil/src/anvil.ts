@@ -3,9 +3,9 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Wallet } from 'ethers';
-import { resolveAnvilBinary } from './anvilBinary.js';
+import { resolveAnvilBinary } from './anvil-binary.js';
 import { sendWithBlobs } from './blobs.js';
-import { createTestProvider } from './provider.js';
+import { createDevProvider } from './dev-provider.js';
 
 export interface AnvilOptions {
   /** TCP port; a free one is picked when omitted. */
@@ -175,7 +175,7 @@ function readAccounts(configOut: string): AnvilAccount[] {
 async function warmBlobs(instance: AnvilInstance): Promise<void> {
   const account = instance.accounts.at(-1);
   if (!account) throw new Error('anvil: warmBlobs needs at least one account');
-  const provider = createTestProvider(instance.rpcUrl, instance.chainId);
+  const provider = createDevProvider(instance.rpcUrl, instance.chainId);
   try {
     const wallet = new Wallet(account.privateKey, provider);
     const response = await sendWithBlobs(wallet, { to: wallet.address }, 1);

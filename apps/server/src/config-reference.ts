@@ -6,7 +6,7 @@ import { gatewayConfigShape } from '@svc/gateway';
 import { keyServiceConfigShape } from '@svc/key-service';
 import { workerConfigShape } from '@svc/worker';
 import { configReference, type ConfigShape } from '@svc/platform';
-import { devnetConfigShape } from './devnet/index.js';
+import { devnetConfigShape } from '@svc/devnet';
 import { format, resolveConfig } from 'prettier';
 
 const target = fileURLToPath(new URL('../../../docs/configuration.md', import.meta.url));
@@ -44,7 +44,7 @@ async function render(): Promise<string> {
     'Every service reads its configuration from environment variables once, at start-up, and refuses to start',
     'with a list of every invalid value. Defaults run the all-in-one mode (`npm start`). Durations take',
     '`250ms`, `30s`, `5m`, `1h` or a number of milliseconds. This file is generated from the code by',
-    '`npm run config:reference -w @svc/cli`; the tests fail when it is stale.',
+    '`npm run config:reference -w @svc/server`; the tests fail when it is stale.',
     '',
     ...sections,
   ].join('\n');
@@ -61,7 +61,7 @@ if (process.argv.includes('--check')) {
     // missing: stale
   }
   if (committed !== rendered) {
-    process.stderr.write('docs/configuration.md is stale: run `npm run config:reference -w @svc/cli`\n');
+    process.stderr.write('docs/configuration.md is stale: run `npm run config:reference -w @svc/server`\n');
     process.exit(1);
   }
   process.stdout.write('docs/configuration.md is current\n');

@@ -11,7 +11,7 @@ import {
   fromParametersStruct,
   modelIdOf,
 } from '@svc/contracts';
-import { createTestProvider, isProcessAlive as isAlive, sendWithBlobs, startAnvil } from '@svc/testkit';
+import { createDevProvider, isProcessAlive as isAlive, sendWithBlobs, startAnvil } from '@svc/anvil';
 import { Wallet, parseEther, type JsonRpcProvider } from 'ethers';
 import {
   DEMO_MODELS,
@@ -23,7 +23,7 @@ import {
   removeDevnetDescription,
   startDevnet,
   type Devnet,
-} from '../src/devnet/index.js';
+} from '../src/index.js';
 
 async function freePort(): Promise<number> {
   const server = createServer();
@@ -43,7 +43,7 @@ describe('startDevnet', () => {
     directory = mkdtempSync(join(tmpdir(), 'svc-devnet-test-'));
     descriptionPath = join(directory, 'nested', 'devnet.json');
     devnet = await startDevnet({ descriptionPath });
-    provider = createTestProvider(devnet.description.rpcUrl, devnet.description.chainId);
+    provider = createDevProvider(devnet.description.rpcUrl, devnet.description.chainId);
   }, 60_000);
 
   afterAll(async () => {
@@ -169,7 +169,7 @@ describe('startDevnet options and stop', () => {
       models: [{ name: 'gemma3:270m', feeWei: 7n }],
       descriptionPath,
     });
-    const provider = createTestProvider(devnet.description.rpcUrl, devnet.description.chainId);
+    const provider = createDevProvider(devnet.description.rpcUrl, devnet.description.chainId);
     try {
       expect(devnet.description).toMatchObject({
         rpcUrl: `http://127.0.0.1:${port}`,

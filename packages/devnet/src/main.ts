@@ -1,8 +1,9 @@
 // `npm run devnet`: a local chain for development, up until Ctrl-C or SIGTERM. Prints where its
 // description is (the JSON other processes read, e.g. `RPC_URL=… npm start`) and a short summary.
 import { parseArgs } from 'node:util';
+import { isProcessAlive } from '@svc/anvil';
 import { ConfigError, GracefulShutdown, loadConfig } from '@svc/platform';
-import { devnetConfigShape, humanSummary, resolveDevnetFile, startDevnet } from './devnet/index.js';
+import { devnetConfigShape, humanSummary, resolveDevnetFile, startDevnet } from './index.js';
 
 const USAGE = `Usage: npm run devnet -- [--port <n>] [--block-time <seconds>] [--out <file>]
 
@@ -52,15 +53,6 @@ function readOptions() {
 
 const ANVIL_CHECK_INTERVAL_MS = 2_000;
 
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 const config = readOptions();
 // Listening before anything starts: a signal during start-up still exits through the closers (and
 // the launcher's exit hook stops an anvil that was half started).
@@ -75,7 +67,7 @@ shutdown.add('devnet', () => devnet.stop());
 
 // Also what keeps this process alive: the launcher does not hold the event loop open for anvil.
 const anvilCheck = setInterval(() => {
-  if (isRunning(devnet.description.anvilPid) || shutdown.isShuttingDown) return;
+  if (isProcessAlive(devnet.description.anvilPid) || shutdown.isShuttingDown) return;
   process.stderr.write('anvil exited unexpectedly; the devnet is gone\n');
   void shutdown.shutdown('anvil exited').then(() => process.exit(1));
 }, ANVIL_CHECK_INTERVAL_MS);

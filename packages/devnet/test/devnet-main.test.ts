@@ -4,12 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from '@jest/globals';
-import { readDevnetDescription, type DevnetDescription } from '../src/devnet/index.js';
-import { isProcessAlive as isAlive } from '@svc/testkit';
+import { readDevnetDescription, type DevnetDescription } from '../src/index.js';
+import { isProcessAlive as isAlive } from '@svc/anvil';
 
 // `npm run devnet` as a person runs it: its own process, up until a signal, then gone with its anvil.
 
-const entry = fileURLToPath(new URL('../src/devnet.ts', import.meta.url));
+const entry = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 
 async function waitFor<T>(probe: () => T | undefined, child: ChildProcess, timeoutMs: number): Promise<T> {
   const deadline = Date.now() + timeoutMs;

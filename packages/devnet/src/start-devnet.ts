@@ -4,7 +4,7 @@ import {
   type ProtocolParameters,
   type StakingParameters,
 } from '@svc/contracts';
-import { createTestProvider, sendWithBlobs, startAnvil, TestWallet, type AnvilAccount } from '@svc/testkit';
+import { createDevProvider, sendWithBlobs, startAnvil, DevWallet, type AnvilAccount } from '@svc/anvil';
 import type { JsonRpcProvider } from 'ethers';
 import { accountWithRole, assignDemoAccounts, demoAccountCount } from './demo-accounts.js';
 import {
@@ -72,12 +72,12 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
       removeDevnetDescription(options.descriptionPath, anvil.pid);
   });
 
-  const provider = createTestProvider(anvil.rpcUrl, anvil.chainId, {
+  const provider = createDevProvider(anvil.rpcUrl, anvil.chainId, {
     pollingIntervalMs: options.blockTimeSeconds ? 250 : 25,
   });
   try {
     const accounts = assignDemoAccounts(anvil.accounts, walletCount);
-    const owner = new TestWallet(accountWithRole(accounts, 'owner').privateKey, provider);
+    const owner = new DevWallet(accountWithRole(accounts, 'owner').privateKey, provider);
     const warmUpAccount = anvil.accounts.at(-1) as AnvilAccount;
     // Different senders, so the ~3.5 s warm-up overlaps the deployment without nonce clashes.
     const [deployment] = await Promise.all([
@@ -116,7 +116,7 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
 
 /** anvil loads its KZG trusted setup on the first blob transaction (~3.5 s); pay that now. */
 async function warmUpKzg(provider: JsonRpcProvider, account: AnvilAccount): Promise<void> {
-  const wallet = new TestWallet(account.privateKey, provider);
+  const wallet = new DevWallet(account.privateKey, provider);
   const sent = await sendWithBlobs(wallet, { to: wallet.address }, 1);
   const receipt = await sent.wait();
   if (receipt?.status !== 1) throw new Error('the KZG warm-up blob transaction failed');

@@ -4,8 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Wallet, parseEther } from 'ethers';
 import {
   ChainClock,
-  TestWallet,
-  createTestProvider,
+  DevWallet,
+  createDevProvider,
   sendWithBlobs,
   isProcessAlive as isAlive,
   startAnvil,
@@ -35,7 +35,7 @@ describe('startAnvil', () => {
 
   it('serves the requested chain id on a free port with funded accounts it knows the keys of', async () => {
     expect(anvil.rpcUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
-    const provider = createTestProvider(anvil.rpcUrl, anvil.chainId);
+    const provider = createDevProvider(anvil.rpcUrl, anvil.chainId);
     try {
       expect((await provider.getNetwork()).chainId).toBe(4242n);
       expect(anvil.accounts).toHaveLength(3);
@@ -49,7 +49,7 @@ describe('startAnvil', () => {
   });
 
   it('accepts blob transactions (one or two blobs) and ordinary ones from the same helper', async () => {
-    const provider = createTestProvider(anvil.rpcUrl, anvil.chainId);
+    const provider = createDevProvider(anvil.rpcUrl, anvil.chainId);
     try {
       const wallet = new Wallet(anvil.accounts[0]!.privateKey, provider);
       const oneBlob = await (await sendWithBlobs(wallet, { to: wallet.address }, 1)).wait();
@@ -114,7 +114,7 @@ describe('ChainClock', () => {
   });
 
   it('moves block time forward and reverts state to a snapshot', async () => {
-    const provider = createTestProvider(anvil.rpcUrl, anvil.chainId);
+    const provider = createDevProvider(anvil.rpcUrl, anvil.chainId);
     try {
       const clock = new ChainClock(provider);
       const [from, to] = anvil.accounts as [AnvilAccount, AnvilAccount];
@@ -150,7 +150,7 @@ describe('deterministic block time and gas headroom', () => {
   });
 
   it('with blockTimestampInterval each block is one second after the last, and pending calls see it', async () => {
-    const provider = createTestProvider(anvil.rpcUrl, anvil.chainId);
+    const provider = createDevProvider(anvil.rpcUrl, anvil.chainId);
     try {
       const clock = new ChainClock(provider);
       const start = await clock.now();
@@ -165,11 +165,11 @@ describe('deterministic block time and gas headroom', () => {
     }
   });
 
-  it('TestWallet asks for 20% more gas than the node estimates', async () => {
-    const provider = createTestProvider(anvil.rpcUrl, anvil.chainId);
+  it('DevWallet asks for 20% more gas than the node estimates', async () => {
+    const provider = createDevProvider(anvil.rpcUrl, anvil.chainId);
     try {
       const [from, to] = anvil.accounts as [AnvilAccount, AnvilAccount];
-      const wallet = new TestWallet(from.privateKey, provider);
+      const wallet = new DevWallet(from.privateKey, provider);
       const request = { from: from.address, to: to.address, value: 1n };
       expect(await wallet.estimateGas(request)).toBe(((await provider.estimateGas(request)) * 6n) / 5n);
       const sent = await wallet.sendTransaction({ to: to.address, value: 1n });

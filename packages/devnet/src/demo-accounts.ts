@@ -1,4 +1,4 @@
-import type { AnvilAccount } from '@svc/testkit';
+import type { AnvilAccount } from '@svc/anvil';
 
 /** What a demo account is for; every local run uses the same accounts for the same roles. */
 export type DemoAccountRole = 'owner' | 'service-signer' | 'worker' | 'wallet';
