@@ -4,18 +4,19 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { gatewayConfigShape } from '@svc/gateway';
 import { keyServiceConfigShape } from '@svc/key-service';
-import { workerConfigShape } from '@svc/worker';
 import { configReference, type ConfigShape } from '@svc/platform';
-import { devnetConfigShape } from '@svc/devnet';
+import { runtimeConfigShape } from '@svc/runtime';
+import { workerConfigShape } from '@svc/worker';
 import { format, resolveConfig } from 'prettier';
 
 const target = fileURLToPath(new URL('../../../docs/configuration.md', import.meta.url));
 
 const services: Array<{ name: string; about: string; shape: ConfigShape }> = [
   {
-    name: 'all-in-one chain (npm start, npm run devnet)',
-    about: 'The local anvil devnet, or the chain `npm start` uses instead of it.',
-    shape: devnetConfigShape,
+    name: 'runner (every target)',
+    about:
+      'Read by the runner whatever it runs (`--target all`, which `npm start` runs, or one service): logging, the process’s gRPC server, and the shared dependencies. Each dependency has an embedded default while its URL is unset: PGlite for DATABASE_URL, an in-memory store for REDIS_URL, an in-process bus for KAFKA_BROKERS, a local anvil devnet for RPC_URL (its DEVNET_* settings apply then; `npm run devnet` reads them too). `--reset` empties STATE_DIR.',
+    shape: runtimeConfigShape,
   },
   {
     name: 'gateway',

@@ -30,6 +30,11 @@ export interface AnvilOptions {
   warmBlobs?: boolean;
   /** Limit on how long anvil may take to answer (default 30 s). */
   startupTimeoutMs?: number;
+  /**
+   * A file that keeps the chain across runs: loaded at start when it exists, written when anvil stops
+   * and every few seconds meanwhile (so a killed process loses little).
+   */
+  statePath?: string;
 }
 
 export interface AnvilAccount {
@@ -54,6 +59,7 @@ interface AnvilConfigOut {
 const DEFAULT_CHAIN_ID = 31337;
 const OUTPUT_TAIL_CHARS = 4_000;
 const STOP_GRACE_MS = 5_000;
+const STATE_DUMP_INTERVAL_SECONDS = 5;
 
 /** Children still running, killed synchronously if this process exits without stopping them. */
 const running = new Set<ChildProcess>();
@@ -106,6 +112,8 @@ function anvilArguments(options: AnvilOptions, chainId: number, configOut: strin
   if (options.balanceEther !== undefined) args.push('--balance', String(options.balanceEther));
   if (options.blockTime !== undefined) args.push('--block-time', String(options.blockTime));
   if (options.hardfork !== undefined) args.push('--hardfork', options.hardfork);
+  if (options.statePath !== undefined)
+    args.push('--state', options.statePath, '--state-interval', String(STATE_DUMP_INTERVAL_SECONDS));
   return args;
 }
 

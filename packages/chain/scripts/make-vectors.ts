@@ -98,7 +98,7 @@ async function buildVectors(): Promise<unknown> {
 
   return {
     description:
-      'Envelope and blob test vectors (PROTOCOL sections 2 and 3). All byte strings are 0x-hex; ids are decimal strings. ' +
+      'Envelope and blob test vectors (docs/protocol.md, Blob format and Encryption). All byte strings are 0x-hex; ids are decimal strings. ' +
       'Inputs are sha256("svc/vectors/<label>") (nonces: its first 12 bytes). A blob entry too long to spell out ' +
       'gives payloadLength and payloadRule instead of payload. Regenerate with scripts/make-vectors.ts.',
     layouts: {

@@ -10,9 +10,9 @@ import {
   blobSidecarOf,
   decodeBlob,
 } from '../src/index.js';
-import { useDevnet } from './support/devnet.js';
+import { useDevnet } from '@svc/testkit';
 
-const devnet = useDevnet();
+const devnet = useDevnet({ warmBlobs: true });
 
 describe('AnvilBlobSource', () => {
   it('returns the exact blob of a mined blob transaction and refuses a hash that is not in the block', async () => {

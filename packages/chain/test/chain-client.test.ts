@@ -2,6 +2,7 @@ import { createECDH } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
 import { hexlify, parseEther } from 'ethers';
 import { connectJobRegistry, connectWorkerRegistry, modelIdOf, withDecodedRevert } from '@svc/contracts';
+import { useDevnet } from '@svc/testkit';
 import {
   ChainClient,
   ContractRevertError,
@@ -10,9 +11,9 @@ import {
   SessionState,
   type ProtocolEvent,
 } from '../src/index.js';
-import { MODEL, useDevnet } from './support/devnet.js';
+import { MODEL } from './support/models.js';
 
-const devnet = useDevnet();
+const devnet = useDevnet({ warmBlobs: true, models: [MODEL] });
 const MODEL_ID = modelIdOf(MODEL.name);
 
 function clientOf(): ChainClient {

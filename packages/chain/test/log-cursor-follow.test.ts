@@ -1,13 +1,10 @@
 import { describe, expect, it } from '@jest/globals';
 import { toQuantity, type TransactionReceipt, type Wallet } from 'ethers';
 import { connectJobRegistry } from '@svc/contracts';
+import { useDevnet, waitFor } from '@svc/testkit';
 import { ProtocolLogCursor, type ProtocolEvent, type ProtocolLogBatch } from '../src/index.js';
-import { useChainSnapshots } from './support/chain-snapshots.js';
-import { useDevnet } from './support/devnet.js';
-import { waitFor } from './support/wait-for.js';
 
-const devnet = useDevnet();
-useChainSnapshots(devnet);
+const devnet = useDevnet({ warmBlobs: true, snapshots: true });
 
 const CONFIRMATIONS = 2;
 const POLL_INTERVAL_MS = 25;
@@ -93,7 +90,7 @@ describe('ProtocolLogCursor.follow', () => {
       expect(receipts.map((receipt) => receipt.blockNumber)).toEqual([0, 1, 2, 3].map((i) => startBlock + i));
 
       // Two of the four deposits are buried deep enough; the two newest are not, however long it waits.
-      await waitFor(async () => (follower.events.length >= 2 ? true : undefined), 'two confirmed deposits');
+      await waitFor(() => follower.events.length >= 2 || undefined, { what: 'two confirmed deposits' });
       await new Promise((resolve) => setTimeout(resolve, POLL_INTERVAL_MS * 8));
       expect(follower.events.map((event) => event.transactionHash)).toEqual(
         receipts.slice(0, 2).map((receipt) => receipt.hash),
@@ -102,7 +99,7 @@ describe('ProtocolLogCursor.follow', () => {
 
       // Burying the newest two delivers them, in chain order, each exactly once.
       await rpc('anvil_mine', [toQuantity(CONFIRMATIONS)]);
-      await waitFor(async () => (follower.events.length >= 4 ? true : undefined), 'all four deposits');
+      await waitFor(() => follower.events.length >= 4 || undefined, { what: 'all four deposits' });
       const delivered = follower.events;
       expect(delivered.map((event) => event.transactionHash)).toEqual(
         receipts.map((receipt) => receipt.hash),
@@ -158,20 +155,19 @@ describe('ProtocolLogCursor.follow', () => {
 
     const stopped = cursorFrom(startBlock, 3);
     const first = followInBackground(stopped);
-    await waitFor(async () => (first.events.length >= 6 ? true : undefined), 'the first follower to read');
+    await waitFor(() => first.events.length >= 6 || undefined, { what: 'the first follower to read' });
     await first.stop();
 
     // As a restarted process would, from the position the stopped one left.
     const resumed = cursorFrom(stopped.nextBlock, 3);
     const second = followInBackground(resumed);
-    await waitFor(async () => (second.events.length >= 6 ? true : undefined), 'the second follower to read');
+    await waitFor(() => second.events.length >= 6 || undefined, { what: 'the second follower to read' });
     depositing = false;
     await depositLoop;
     const head = await provider.getBlockNumber();
-    await waitFor(
-      async () => (resumed.nextBlock === head - CONFIRMATIONS + 1 ? true : undefined),
-      'the second follower to catch up',
-    );
+    await waitFor(() => resumed.nextBlock === head - CONFIRMATIONS + 1 || undefined, {
+      what: 'the second follower to catch up',
+    });
     await second.stop();
 
     const expected = await everyConfirmedEvent(startBlock);
@@ -205,7 +201,7 @@ describe('ProtocolLogCursor.follow', () => {
     expect(cursor.nextBlock).toBe(receipts[1]!.blockNumber);
 
     const retry = followInBackground(cursor);
-    await waitFor(async () => (retry.events.length >= 1 ? true : undefined), 'the failed batch again');
+    await waitFor(() => retry.events.length >= 1 || undefined, { what: 'the failed batch again' });
     await retry.stop();
     expect(retry.events.map((event) => event.transactionHash)).toEqual([receipts[1]!.hash]);
     expect(seen).toEqual(receipts.map((receipt) => receipt.hash));

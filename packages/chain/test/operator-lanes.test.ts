@@ -2,6 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import { Wallet, toUtf8Bytes } from 'ethers';
 import { jobRegistryInterface } from '@svc/contracts';
 import { MemoryStore } from '@svc/platform';
+import { useDevnet, waitFor } from '@svc/testkit';
 import {
   InMemorySentTransactionJournal,
   OperatorLanes,
@@ -10,12 +11,8 @@ import {
   type AccountLease,
   type MinedTransaction,
 } from '../src/index.js';
-import { useChainSnapshots } from './support/chain-snapshots.js';
-import { useDevnet } from './support/devnet.js';
-import { waitFor } from './support/wait-for.js';
 
-const devnet = useDevnet();
-useChainSnapshots(devnet);
+const devnet = useDevnet({ warmBlobs: true, snapshots: true });
 
 const ONE_GWEI = 10n ** 9n;
 /** The node's limit of pending blob transactions per account, and the lanes' default. */
@@ -148,10 +145,9 @@ describe('TransactionSender on OperatorLanes', () => {
       );
       await waitFor(
         async () =>
-          (await provider.getTransactionCount(account.address, 'pending')) === firstNonce + BLOB_SLOTS
-            ? true
-            : undefined,
-        '16 blob transactions in the pool',
+          (await provider.getTransactionCount(account.address, 'pending')) === firstNonce + BLOB_SLOTS ||
+          undefined,
+        { what: '16 blob transactions in the pool' },
       );
       // However long nothing is mined, the 17th send holds no account and no nonce.
       await new Promise((resolve) => setTimeout(resolve, 250));
@@ -202,10 +198,9 @@ describe('TransactionSender on OperatorLanes', () => {
           value: BigInt(index + 1),
         }),
       );
-      await waitFor(
-        async () => ((await pendingCount()) === pendingBefore + 8 ? true : undefined),
-        'eight transactions in the pool',
-      );
+      await waitFor(async () => (await pendingCount()) === pendingBefore + 8 || undefined, {
+        what: 'eight transactions in the pool',
+      });
       const mined = await mineUntil(Promise.all(sends));
 
       const perAccount = accounts.map(

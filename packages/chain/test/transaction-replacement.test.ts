@@ -7,6 +7,7 @@ import {
   workerRegistryInterface,
 } from '@svc/contracts';
 import { MemoryStore } from '@svc/platform';
+import { useDevnet, waitFor } from '@svc/testkit';
 import {
   InMemorySentTransactionJournal,
   OperatorLanes,
@@ -16,12 +17,9 @@ import {
   type SentTransactionRecord,
   type TransactionSenderOptions,
 } from '../src/index.js';
-import { useChainSnapshots } from './support/chain-snapshots.js';
-import { MODEL, useDevnet } from './support/devnet.js';
-import { waitFor } from './support/wait-for.js';
+import { MODEL } from './support/models.js';
 
-const devnet = useDevnet();
-useChainSnapshots(devnet);
+const devnet = useDevnet({ warmBlobs: true, models: [MODEL], snapshots: true });
 
 const ONE_GWEI = 10n ** 9n;
 /** Long enough that the test's own steps never race the sender's replacement. */
@@ -58,11 +56,14 @@ function attemptsAt(
   nonce: number,
   count: number,
 ): Promise<SentTransactionRecord[]> {
-  return waitFor(async () => {
-    const records = await journal.atNonce(account.address, nonce);
-    if (records.length < count) return undefined;
-    return (await devnet().provider.getTransaction(records[count - 1]!.hash)) ? records : undefined;
-  }, `${count} attempt(s) at nonce ${nonce}`);
+  return waitFor(
+    async () => {
+      const records = await journal.atNonce(account.address, nonce);
+      if (records.length < count) return undefined;
+      return (await devnet().provider.getTransaction(records[count - 1]!.hash)) ? records : undefined;
+    },
+    { what: `${count} attempt(s) at nonce ${nonce}` },
+  );
 }
 
 function expectRaisedBy(

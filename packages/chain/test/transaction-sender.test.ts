@@ -1,7 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, describe, expect, it } from '@jest/globals';
 import { toUtf8Bytes, type Wallet } from 'ethers';
 import { connectJobRegistry, jobRegistryInterface, modelIdOf } from '@svc/contracts';
-import { MemoryStore, RedisStore, type NonceAllocator } from '@svc/platform';
+import { MemoryStore, type NonceAllocator } from '@svc/platform';
+import { createTestStore } from '@svc/platform/testing';
+import { useDevnet, waitFor } from '@svc/testkit';
 import {
   BlobFeeTooHighError,
   ContractRevertError,
@@ -12,10 +14,9 @@ import {
   type SentTransactionJournal,
   type TransactionSenderOptions,
 } from '../src/index.js';
-import { MODEL, useDevnet } from './support/devnet.js';
-import { REDIS_URL, deleteNamespace, randomNamespace } from './support/redis.js';
+import { MODEL } from './support/models.js';
 
-const devnet = useDevnet();
+const devnet = useDevnet({ warmBlobs: true, models: [MODEL] });
 const ONE_GWEI = 10n ** 9n;
 
 function senderOf(
@@ -41,15 +42,6 @@ function depositCall(value: bigint) {
     data: jobRegistryInterface.encodeFunctionData('deposit'),
     value,
   };
-}
-
-async function waitFor<T>(probe: () => Promise<T | undefined>, what: string): Promise<T> {
-  for (let attempt = 0; attempt < 400; attempt++) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 async function concurrentDeposits(account: Wallet, store: { nonces: NonceAllocator }): Promise<void> {
@@ -84,18 +76,11 @@ describe('TransactionSender', () => {
   });
 
   describe('with a RedisStore', () => {
-    const namespace = randomNamespace('tx-sender');
-    let store: RedisStore;
-    beforeAll(() => {
-      store = new RedisStore({ redis: REDIS_URL, namespace });
-    });
-    afterAll(async () => {
-      await store.close();
-      await deleteNamespace(namespace);
-    });
+    const redis = createTestStore('test:chain:tx-sender');
+    afterAll(() => redis.cleanup());
 
     it('mines 20 concurrent sends of two replicas sharing one account, each at its own nonce', async () => {
-      await concurrentDeposits(devnet().wallet(2), store);
+      await concurrentDeposits(devnet().wallet(2), redis.open());
     });
   });
 
@@ -182,17 +167,19 @@ describe('TransactionSender', () => {
     await rpc('evm_setAutomine', [false]);
     try {
       const sending = sender.send(depositCall(7n));
-      const [original] = await waitFor(async () => {
-        const records = await journal.atNonce(account.address, nonce);
-        return records.length === 1 && (await provider.getTransaction(records[0]!.hash))
-          ? records
-          : undefined;
-      }, 'the first broadcast');
-      await rpc('anvil_dropTransaction', [original!.hash]);
-      const replacement = await waitFor(
-        async () => (await journal.atNonce(account.address, nonce))[1],
-        'a replacement',
+      const [original] = await waitFor(
+        async () => {
+          const records = await journal.atNonce(account.address, nonce);
+          return records.length === 1 && (await provider.getTransaction(records[0]!.hash))
+            ? records
+            : undefined;
+        },
+        { what: 'the first broadcast' },
       );
+      await rpc('anvil_dropTransaction', [original!.hash]);
+      const replacement = await waitFor(async () => (await journal.atNonce(account.address, nonce))[1], {
+        what: 'a replacement',
+      });
       await rpc('evm_mine');
       const mined = await sending;
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 // Compiles the Solidity sources with solc-js into TypeScript modules: `<name>Abi` (as const) and
 // `<name>Bytecode` per contract, plus TypeChain's ethers-v6 contract types under `typechain/`.
-//   node scripts/compile.mjs           regenerate src/generated/ and test/generated/
-//   node scripts/compile.mjs --check   fail when the committed artifacts differ from a fresh compile
+//   node scripts/compile.mjs           regenerate src/gen/ and test/gen/
+//   node scripts/compile.mjs --check   compare a fresh compile with the committed artifacts, file by file
 // Source unit names are package-relative and solc-js is pinned, so the output (metadata hash
-// included) is the same on every machine.
+// included) is the same on every machine. The artifacts are committed (they are the on-chain contract,
+// and solc-js is slow); writing and checking go through scripts/generated-output.mjs at the repository root.
 import {
   readFileSync,
   readdirSync,
@@ -21,6 +22,7 @@ import { fileURLToPath } from 'node:url';
 import * as prettier from 'prettier';
 import solc from 'solc';
 import { runTypeChain } from 'typechain';
+import { GenerationFailed, listFiles, runGenerator } from '../../../scripts/generated-output.mjs';
 
 const require = createRequire(import.meta.url);
 const packageRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -41,12 +43,12 @@ const SETTINGS = {
 const BUILDS = [
   {
     sourceDir: 'contracts',
-    outputDir: 'src/generated',
+    outputDir: 'src/gen',
     contracts: ['WorkerRegistry', 'JobRegistry'],
   },
   {
     sourceDir: 'test/contracts',
-    outputDir: 'test/generated',
+    outputDir: 'test/gen',
     contracts: ['ReentrantAccount'],
   },
 ];
@@ -85,7 +87,8 @@ function compile(build) {
   const output = JSON.parse(solc.compile(JSON.stringify(input), { import: findImport }));
   const problems = output.errors ?? [];
   for (const problem of problems) process.stderr.write(`${problem.formattedMessage}\n`);
-  if (problems.length > 0) throw new Error(`solc reported ${problems.length} error(s) or warning(s)`);
+  if (problems.length > 0)
+    throw new GenerationFailed(`solc reported ${problems.length} error(s) or warning(s)`);
 
   const artifacts = {};
   for (const [unit, contracts] of Object.entries(output.contracts)) {
@@ -93,26 +96,20 @@ function compile(build) {
       if (!build.contracts.includes(name) || !unit.startsWith(`${build.sourceDir}/`)) continue;
       const runtimeBytes = artifact.evm.deployedBytecode.object.length / 2;
       if (runtimeBytes > MAX_RUNTIME_BYTES) {
-        throw new Error(`${name} runtime is ${runtimeBytes} bytes, over the ${MAX_RUNTIME_BYTES}-byte limit`);
+        throw new GenerationFailed(
+          `${name} runtime is ${runtimeBytes} bytes, over the ${MAX_RUNTIME_BYTES}-byte limit`,
+        );
       }
       artifacts[name] = { abi: artifact.abi, bytecode: `0x${artifact.evm.bytecode.object}`, runtimeBytes };
     }
   }
   for (const name of build.contracts) {
-    if (!artifacts[name]) throw new Error(`contract ${name} not found under ${build.sourceDir}/`);
+    if (!artifacts[name]) throw new GenerationFailed(`contract ${name} not found under ${build.sourceDir}/`);
   }
   return artifacts;
 }
 
 const lowerFirst = (name) => name[0].toLowerCase() + name.slice(1);
-
-function listFiles(dir) {
-  if (!existsSync(dir)) return [];
-  return readdirSync(dir, { withFileTypes: true, recursive: true })
-    .filter((entry) => entry.isFile())
-    .map((entry) => relative(dir, join(entry.parentPath, entry.name)).split(sep).join('/'))
-    .sort();
-}
 
 /** TypeChain's ethers-v6 contract types for the ABIs. */
 async function typechainFiles(artifacts) {
@@ -143,11 +140,8 @@ async function typechainFiles(artifacts) {
     return Object.fromEntries(
       files.map((file) => {
         const text = readFileSync(join(outDir, file), 'utf8');
-        // Without the factories the index is type exports only, which need no lint exemption.
-        const kept =
-          file === 'index.ts'
-            ? text.split('\n').filter((line) => !/factor|eslint-disable/i.test(line))
-            : [text];
+        // The index without the factories' exports is type exports only.
+        const kept = file === 'index.ts' ? text.split('\n').filter((line) => !/factor/i.test(line)) : [text];
         return [file, kept.join('\n')];
       }),
     );
@@ -183,39 +177,17 @@ async function render(build, artifacts) {
   return files;
 }
 
-async function main() {
-  const check = process.argv.includes('--check');
-  const stale = [];
-  for (const build of BUILDS) {
-    const files = await render(build, compile(build));
-    const outputDir = join(packageRoot, build.outputDir);
-    const present = listFiles(outputDir);
-    if (check) {
-      for (const [file, text] of Object.entries(files)) {
-        const path = join(outputDir, file);
-        if (!existsSync(path) || readFileSync(path, 'utf8') !== text)
-          stale.push(`${build.outputDir}/${file}`);
+await runGenerator({
+  title: 'contract artifacts',
+  regenerate: 'npm run generate -w @svc/contracts',
+  committed: true,
+  outputs: BUILDS.map((build) => ({
+    target: join(packageRoot, build.outputDir),
+    generate: async (scratch) => {
+      for (const [file, text] of Object.entries(await render(build, compile(build)))) {
+        mkdirSync(dirname(join(scratch, file)), { recursive: true });
+        writeFileSync(join(scratch, file), text);
       }
-      for (const file of present)
-        if (!(file in files)) stale.push(`${build.outputDir}/${file} (no longer generated)`);
-      continue;
-    }
-    for (const file of present) if (!(file in files)) rmSync(join(outputDir, file));
-    for (const [file, text] of Object.entries(files)) {
-      mkdirSync(dirname(join(outputDir, file)), { recursive: true });
-      writeFileSync(join(outputDir, file), text);
-    }
-  }
-  if (stale.length > 0) {
-    console.error(
-      `Generated contract artifacts are stale; run \`npm run generate\`:\n  ${stale.join('\n  ')}`,
-    );
-    process.exit(1);
-  }
-  console.log(check ? 'Contract artifacts are up to date.' : 'Contract artifacts written.');
-}
-
-main().catch((error) => {
-  console.error(error.message);
-  process.exit(1);
+    },
+  })),
 });

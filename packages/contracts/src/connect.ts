@@ -1,7 +1,7 @@
 import { Contract, Interface, type ContractRunner } from 'ethers';
-import { jobRegistryAbi } from './generated/JobRegistry.js';
-import { workerRegistryAbi } from './generated/WorkerRegistry.js';
-import type { JobRegistry, WorkerRegistry } from './generated/index.js';
+import { jobRegistryAbi } from './gen/JobRegistry.js';
+import { workerRegistryAbi } from './gen/WorkerRegistry.js';
+import type { JobRegistry, WorkerRegistry } from './gen/index.js';
 
 /** A typed ethers contract for the JobRegistry at `address`. */
 export function connectJobRegistry(address: string, runner?: ContractRunner | null): JobRegistry {

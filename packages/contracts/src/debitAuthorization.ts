@@ -1,6 +1,6 @@
 import type { TypedDataDomain, TypedDataField } from 'ethers';
 
-/** The x402 `prepaid-debit` authorization a payer signs (PROTOCOL section 5). */
+/** The x402 `prepaid-debit` authorization a payer signs (docs/protocol.md, Per-call payment). */
 export interface DebitAuthorization {
   payer: string;
   payTo: string;

@@ -1,8 +1,8 @@
 import { ContractFactory, type Signer } from 'ethers';
 import { connectJobRegistry, connectWorkerRegistry } from './connect.js';
-import { jobRegistryAbi, jobRegistryBytecode } from './generated/JobRegistry.js';
-import { workerRegistryAbi, workerRegistryBytecode } from './generated/WorkerRegistry.js';
-import type { JobRegistry, WorkerRegistry } from './generated/index.js';
+import { jobRegistryAbi, jobRegistryBytecode } from './gen/JobRegistry.js';
+import { workerRegistryAbi, workerRegistryBytecode } from './gen/WorkerRegistry.js';
+import type { JobRegistry, WorkerRegistry } from './gen/index.js';
 import { modelIdOf } from './modelId.js';
 import {
   DEFAULT_PROTOCOL_PARAMETERS,

@@ -1,7 +1,7 @@
 import { AbiCoder, isHexString, type Interface } from 'ethers';
 import { jobRegistryInterface, workerRegistryInterface } from './connect.js';
-import type { jobRegistryAbi } from './generated/JobRegistry.js';
-import type { workerRegistryAbi } from './generated/WorkerRegistry.js';
+import type { jobRegistryAbi } from './gen/JobRegistry.js';
+import type { workerRegistryAbi } from './gen/WorkerRegistry.js';
 
 interface AbiParameter {
   readonly name: string;

@@ -1,10 +1,10 @@
-export * from './generated/index.js';
+export * from './gen/index.js';
 export type {
   DebitAuthorizationStruct,
   JobStructOutput,
   ParametersStructOutput,
   SessionStructOutput,
-} from './generated/typechain/JobRegistry.js';
+} from './gen/typechain/JobRegistry.js';
 export {
   connectJobRegistry,
   connectWorkerRegistry,

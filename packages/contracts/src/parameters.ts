@@ -1,4 +1,4 @@
-import type { ParametersStruct, ParametersStructOutput } from './generated/typechain/JobRegistry.js';
+import type { ParametersStruct, ParametersStructOutput } from './gen/typechain/JobRegistry.js';
 
 /** JobRegistry's owner-set parameters. Services read them from the chain, never assume them. */
 export interface ProtocolParameters {

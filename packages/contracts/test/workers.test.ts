@@ -2,7 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import { Interface, parseEther } from 'ethers';
 import { workerRegistryInterface } from '../src/connect.js';
 import { decodeRevertData, findRevertData } from '../src/errors.js';
-import { reentrantAccountAbi } from './generated/index.js';
+import { reentrantAccountAbi } from './gen/index.js';
 import { useChain } from './support/chain.js';
 import { deployReentrantAccount } from './support/reentrant.js';
 import { expectRevert } from './support/revert.js';

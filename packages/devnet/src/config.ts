@@ -2,19 +2,15 @@ import { isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { env, type ConfigOf } from '@svc/platform';
 
-/** One file per checkout, whichever directory a command runs in (`.devnet/` is gitignored). */
-export const DEFAULT_DEVNET_FILE = fileURLToPath(new URL('../../../.devnet/devnet.json', import.meta.url));
+/** One file per checkout, whichever directory a command runs in (`.dev/` is gitignored). */
+export const DEFAULT_DEVNET_FILE = fileURLToPath(new URL('../../../.dev/devnet.json', import.meta.url));
 
-/** How `npm start` and `npm run devnet` find or start their chain. */
+/** How the devnet is started, by `npm run devnet` and by the runner when RPC_URL is unset. */
 export const devnetConfigShape = {
-  RPC_URL: env.url({
-    doc: 'JSON-RPC endpoint of a chain that is already running (e.g. `npm run devnet`); unset starts a devnet in-process. Needs DEVNET_FILE.',
-    protocols: ['http', 'https'],
-  }),
   DEVNET_FILE: env.string({
-    doc: 'Devnet description JSON: written when the devnet starts here, read when RPC_URL is set. Relative paths are from the working directory.',
+    doc: 'Devnet description JSON: written when a devnet starts, read by a process given RPC_URL without contract addresses. Relative paths are from the working directory.',
     default: DEFAULT_DEVNET_FILE,
-    defaultText: '<checkout>/.devnet/devnet.json',
+    defaultText: '<checkout>/.dev/devnet.json',
   }),
   DEVNET_PORT: env.port({ doc: 'Port of the devnet started here; 0 picks a free one.', default: 8545 }),
   DEVNET_BLOCK_TIME: env.int({

@@ -15,7 +15,8 @@ const FIXED_ROLES: ReadonlyArray<{ role: DemoAccountRole; purpose: string }> = [
     role: 'service-signer',
     purpose: "the service's signer: opens sessions and submits jobs as the wallets' delegate",
   },
-  { role: 'worker', purpose: 'for a reference worker: registers, claims sessions, answers jobs' },
+  { role: 'worker', purpose: 'reference worker 1: registers, claims sessions, answers jobs' },
+  { role: 'worker', purpose: 'reference worker 2: registers, claims sessions, answers jobs' },
 ];
 
 /** Accounts the devnet hands out by role, plus one it keeps to itself for the KZG warm-up. */
@@ -25,7 +26,7 @@ export function demoAccountCount(walletCount: number): number {
 
 /**
  * Gives anvil's dev accounts (derived from its well-known mnemonic, so the same on every run) their
- * roles in index order: owner, service signer, worker, then the user wallets.
+ * roles in index order: owner, service signer, two workers, then the user wallets.
  */
 export function assignDemoAccounts(accounts: readonly AnvilAccount[], walletCount: number): DemoAccount[] {
   const needed = FIXED_ROLES.length + walletCount;

@@ -12,13 +12,13 @@ export async function describeExternalChain(
   descriptionPath: string,
 ): Promise<DevnetDescription> {
   const description = readDevnetDescription(descriptionPath);
-  const chainId = Number(BigInt(String(await rpc(rpcUrl, 'eth_chainId', []))));
+  const chainId = Number(BigInt(String(await jsonRpc(rpcUrl, 'eth_chainId', []))));
   if (chainId !== description.chainId) {
     throw new InvalidDevnetDescription(
       `${descriptionPath} describes chain ${description.chainId}, but ${rpcUrl} is chain ${chainId}`,
     );
   }
-  const code = await rpc(rpcUrl, 'eth_getCode', [description.contracts.jobRegistry, 'latest']);
+  const code = await jsonRpc(rpcUrl, 'eth_getCode', [description.contracts.jobRegistry, 'latest']);
   if (code === '0x') {
     throw new InvalidDevnetDescription(
       `no JobRegistry at ${description.contracts.jobRegistry} on ${rpcUrl}: ${descriptionPath} describes another deployment`,
@@ -29,7 +29,7 @@ export async function describeExternalChain(
 
 // A plain request rather than an ethers provider: ethers retries an unreachable node forever, and
 // a wrong RPC_URL must fail start-up with a message instead.
-async function rpc(rpcUrl: string, method: string, params: unknown[]): Promise<unknown> {
+export async function jsonRpc(rpcUrl: string, method: string, params: unknown[]): Promise<unknown> {
   let response: Response;
   try {
     response = await fetch(rpcUrl, {

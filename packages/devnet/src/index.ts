@@ -14,7 +14,7 @@ export {
   writeDevnetDescription,
   type DevnetDescription,
 } from './description.js';
-export { describeExternalChain } from './external-chain.js';
+export { describeExternalChain, jsonRpc } from './external-chain.js';
 export { humanSummary, loggableSummary } from './summary.js';
 export {
   DEFAULT_DEVNET_CHAIN_ID,
@@ -24,4 +24,3 @@ export {
   type DevnetOptions,
 } from './start-devnet.js';
 export { DEFAULT_DEVNET_FILE, devnetConfigShape, resolveDevnetFile, type DevnetConfig } from './config.js';
-export { openLocalChain, type LocalChain } from './local-chain.js';

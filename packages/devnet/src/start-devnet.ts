@@ -5,12 +5,16 @@ import {
   type StakingParameters,
 } from '@svc/contracts';
 import { createDevProvider, sendWithBlobs, startAnvil, DevWallet, type AnvilAccount } from '@svc/anvil';
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import type { JsonRpcProvider } from 'ethers';
 import { accountWithRole, assignDemoAccounts, demoAccountCount } from './demo-accounts.js';
 import {
   describeDevnet,
+  readDevnetDescription,
   removeDevnetDescription,
   writeDevnetDescription,
+  type DescriptionInput,
   type DevnetDescription,
 } from './description.js';
 
@@ -41,15 +45,26 @@ export interface DevnetOptions {
   staking?: Partial<StakingParameters>;
   /** Where to write the description; nothing is written when omitted. Removed again by stop(). */
   descriptionPath?: string;
+  /**
+   * A directory that keeps the chain across runs: anvil's state and the deployment it holds. When it
+   * has both, the chain resumes where it stopped (balances, registrations, sessions, jobs) with the same
+   * contracts; otherwise a fresh devnet is deployed into it. Delete the directory to start over.
+   */
+  stateDir?: string;
 }
 
 export interface Devnet {
   description: DevnetDescription;
   /** Set when the description was written to a file. */
   descriptionPath: string | undefined;
-  /** Stops anvil, waits for it to exit and removes the description file; safe to call twice. */
+  /** True when the chain was resumed from `stateDir` rather than deployed now. */
+  resumed: boolean;
+  /** Stops anvil (which writes its state), waits for it to exit and removes the description file; safe to call twice. */
   stop(): Promise<void>;
 }
+
+const STATE_FILE = 'anvil-state.json';
+const DEPLOYMENT_FILE = 'deployment.json';
 
 /**
  * A local chain ready for the service: anvil with both contracts deployed and configured, funded demo
@@ -58,12 +73,15 @@ export interface Devnet {
  */
 export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> {
   const walletCount = options.walletCount ?? DEFAULT_WALLET_COUNT;
+  const kept = options.stateDir ? keptDeployment(options.stateDir) : undefined;
+  if (options.stateDir) mkdirSync(options.stateDir, { recursive: true });
   const anvil = await startAnvil({
     port: options.port ?? 0,
     host: options.host,
-    chainId: options.chainId ?? DEFAULT_DEVNET_CHAIN_ID,
+    chainId: kept?.chainId ?? options.chainId ?? DEFAULT_DEVNET_CHAIN_ID,
     blockTime: options.blockTimeSeconds,
     accounts: Math.max(ANVIL_DEFAULT_ACCOUNTS, demoAccountCount(walletCount)),
+    ...(options.stateDir ? { statePath: join(options.stateDir, STATE_FILE) } : {}),
   });
   let descriptionWritten = false;
   const stop = once(async () => {
@@ -77,41 +95,69 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
   });
   try {
     const accounts = assignDemoAccounts(anvil.accounts, walletCount);
-    const owner = new DevWallet(accountWithRole(accounts, 'owner').privateKey, provider);
     const warmUpAccount = anvil.accounts.at(-1) as AnvilAccount;
-    // Different senders, so the ~3.5 s warm-up overlaps the deployment without nonce clashes.
-    const [deployment] = await Promise.all([
-      deployContracts(owner, {
-        protocol: options.protocol,
-        staking: options.staking,
-        models: [...(options.models ?? DEMO_MODELS)],
-      }),
-      warmUpKzg(provider, warmUpAccount),
-    ]);
-    const description = describeDevnet({
-      rpcUrl: anvil.rpcUrl,
-      chainId: anvil.chainId,
-      blockTimeSeconds: options.blockTimeSeconds,
-      anvilPid: anvil.pid,
-      jobRegistryAddress: deployment.jobRegistryAddress,
-      workerRegistryAddress: deployment.workerRegistryAddress,
-      deploymentBlock: deployment.deploymentBlock,
-      protocol: deployment.protocol,
-      staking: deployment.staking,
-      models: deployment.models,
-      accounts,
-    });
+    const live = { rpcUrl: anvil.rpcUrl, anvilPid: anvil.pid, blockTimeSeconds: options.blockTimeSeconds };
+    let description: DevnetDescription;
+    if (kept && (await provider.getCode(kept.contracts.jobRegistry)) !== '0x') {
+      description = describeDevnet({ ...fromDescription(kept), ...live });
+      await warmUpKzg(provider, warmUpAccount);
+    } else {
+      const owner = new DevWallet(accountWithRole(accounts, 'owner').privateKey, provider);
+      // Different senders, so the ~3.5 s warm-up overlaps the deployment without nonce clashes.
+      const [deployment] = await Promise.all([
+        deployContracts(owner, {
+          protocol: options.protocol,
+          staking: options.staking,
+          models: [...(options.models ?? DEMO_MODELS)],
+        }),
+        warmUpKzg(provider, warmUpAccount),
+      ]);
+      description = describeDevnet({
+        ...live,
+        chainId: anvil.chainId,
+        jobRegistryAddress: deployment.jobRegistryAddress,
+        workerRegistryAddress: deployment.workerRegistryAddress,
+        deploymentBlock: deployment.deploymentBlock,
+        protocol: deployment.protocol,
+        staking: deployment.staking,
+        models: deployment.models,
+        accounts,
+      });
+      if (options.stateDir) writeDevnetDescription(join(options.stateDir, DEPLOYMENT_FILE), description);
+    }
     if (options.descriptionPath) {
       writeDevnetDescription(options.descriptionPath, description);
       descriptionWritten = true;
     }
-    return { description, descriptionPath: options.descriptionPath, stop };
+    return { description, descriptionPath: options.descriptionPath, resumed: kept !== undefined && description.contracts.jobRegistry === kept.contracts.jobRegistry, stop };
   } catch (error) {
     await stop();
     throw error;
   } finally {
     provider.destroy();
   }
+}
+
+/** The deployment a kept chain holds, when the directory has both the state and its record. */
+function keptDeployment(stateDir: string): DevnetDescription | undefined {
+  const record = join(stateDir, DEPLOYMENT_FILE);
+  if (!existsSync(record) || !existsSync(join(stateDir, STATE_FILE))) return undefined;
+  return readDevnetDescription(record);
+}
+
+/** A recorded description as the input that describes it again (parameters back to their types). */
+function fromDescription(description: DevnetDescription): Omit<DescriptionInput, 'rpcUrl' | 'anvilPid' | 'blockTimeSeconds'> {
+  const { protocol, staking } = description.parameters;
+  return {
+    chainId: description.chainId,
+    jobRegistryAddress: description.contracts.jobRegistry,
+    workerRegistryAddress: description.contracts.workerRegistry,
+    deploymentBlock: description.contracts.deploymentBlock,
+    protocol: { ...protocol, mismatchSlashWei: BigInt(protocol.mismatchSlashWei) },
+    staking: { minStakeWei: BigInt(staking.minStakeWei), unbondingDelaySeconds: staking.unbondingDelaySeconds },
+    models: description.models.map((model) => ({ ...model, feeWei: BigInt(model.feeWei) })),
+    accounts: description.accounts,
+  };
 }
 
 /** anvil loads its KZG trusted setup on the first blob transaction (~3.5 s); pay that now. */

@@ -110,6 +110,7 @@ describe('startDevnet', () => {
       'owner',
       'service-signer',
       'worker',
+      'worker',
       'wallet',
       'wallet',
       'wallet',
@@ -180,6 +181,7 @@ describe('startDevnet options and stop', () => {
       expect(devnet.description.accounts.map((account) => account.role)).toEqual([
         'owner',
         'service-signer',
+        'worker',
         'worker',
         'wallet',
       ]);

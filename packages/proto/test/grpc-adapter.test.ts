@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import * as grpc from '@grpc/grpc-js';
 import { service as healthService } from 'grpc-health-check';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { waitFor } from '@svc/testkit';
 import {
   AsyncQueue,
   closeClient,
@@ -100,14 +101,6 @@ async function collect<T>(iterable: AsyncIterable<T>): Promise<T[]> {
   return items;
 }
 
-async function until(condition: () => boolean, timeoutMs = 3000): Promise<void> {
-  const started = Date.now();
-  while (!condition()) {
-    if (Date.now() - started > timeoutMs) throw new Error('condition not met in time');
-    await sleep(10);
-  }
-}
-
 describe('gRPC adapter over a real loopback socket', () => {
   const probe = new ServerProbe();
   let server: GrpcServer;
@@ -190,7 +183,9 @@ describe('gRPC adapter over a real loopback socket', () => {
         .echo({ text: 'slow', delayMs: 2000 }, { timeoutMs: 100, requestId })
         .catch((e: unknown) => e)) as RpcError;
       expect(error.status).toBe(GrpcStatus.DEADLINE_EXCEEDED);
-      await until(() => probe.aborted.some((entry) => entry.requestId === requestId));
+      await waitFor(() => probe.aborted.some((entry) => entry.requestId === requestId) || undefined, {
+        what: `the handler of ${requestId} aborted`,
+      });
       expect(probe.contexts.find((c) => c.requestId === requestId)?.deadline).toBeInstanceOf(Date);
     });
 
@@ -198,11 +193,15 @@ describe('gRPC adapter over a real loopback socket', () => {
       const controller = new AbortController();
       const requestId = 'cancel-1';
       const pending = client.echo({ text: 'slow', delayMs: 2000 }, { signal: controller.signal, requestId });
-      await until(() => probe.contexts.some((c) => c.requestId === requestId));
+      await waitFor(() => probe.contexts.some((c) => c.requestId === requestId) || undefined, {
+        what: `the handler of ${requestId} called`,
+      });
       controller.abort();
       const error = (await pending.catch((e: unknown) => e)) as RpcError;
       expect(error.status).toBe(GrpcStatus.CANCELLED);
-      await until(() => probe.aborted.some((entry) => entry.requestId === requestId));
+      await waitFor(() => probe.aborted.some((entry) => entry.requestId === requestId) || undefined, {
+        what: `the handler of ${requestId} aborted`,
+      });
     });
 
     it('serves many concurrent calls on one channel', async () => {
@@ -243,7 +242,9 @@ describe('gRPC adapter over a real loopback socket', () => {
       )) {
         if (response.index === 3) break;
       }
-      await until(() => probe.aborted.some((entry) => entry.requestId === requestId));
+      await waitFor(() => probe.aborted.some((entry) => entry.requestId === requestId) || undefined, {
+        what: `the handler of ${requestId} aborted`,
+      });
     });
 
     it('applies a deadline to the whole stream', async () => {
@@ -300,7 +301,9 @@ describe('gRPC adapter over a real loopback socket', () => {
       controller.abort();
       const error = await inbound.next().catch((e: unknown) => e);
       expect((error as RpcError).status).toBe(GrpcStatus.CANCELLED);
-      await until(() => probe.aborted.some((entry) => entry.requestId === requestId));
+      await waitFor(() => probe.aborted.some((entry) => entry.requestId === requestId) || undefined, {
+        what: `the handler of ${requestId} aborted`,
+      });
     });
   });
 });
@@ -340,13 +343,13 @@ describe('grpc.health.v1 and shutdown', () => {
       const watch = health.watch({ service: '' });
       watch.on('data', (update: { status: string }) => statuses.push(String(update.status)));
       watch.on('error', () => undefined);
-      await until(() => statuses.length === 1);
+      await waitFor(() => statuses.length === 1 || undefined, { what: 'the first health status' });
 
       // A call in flight when shutdown starts is allowed to finish within the grace period.
       const inFlight = echo.echo({ text: 'last', delayMs: 300 });
       await sleep(50);
       const stopping = server.shutdown(5000);
-      await until(() => statuses.length === 2);
+      await waitFor(() => statuses.length === 2 || undefined, { what: 'the health status of shutdown' });
       expect(statuses).toEqual(['SERVING', 'NOT_SERVING']);
       expect((await inFlight).text).toBe('last');
       watch.cancel();
@@ -368,7 +371,9 @@ describe('grpc.health.v1 and shutdown', () => {
       const stuck = echo
         .echo({ text: 'stuck', delayMs: 10_000 }, { requestId: 'stuck' })
         .catch((e: unknown) => e);
-      await until(() => probe.contexts.some((c) => c.requestId === 'stuck'));
+      await waitFor(() => probe.contexts.some((c) => c.requestId === 'stuck') || undefined, {
+        what: 'the stuck handler called',
+      });
       const started = Date.now();
       await server.shutdown(200);
       expect(Date.now() - started).toBeLessThan(5000);

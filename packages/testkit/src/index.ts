@@ -1,2 +1,10 @@
-// Helpers for test suites only; product code never imports this package.
-export {};
+// Helpers for test suites only; product code never imports this package. Of the workspace packages
+// it depends on @svc/anvil and @svc/contracts alone, so every other package's suite may use it.
+export { waitFor, waitUntil, type WaitOptions } from './wait.js';
+export { useDevnet, type Devnet, type DevnetOptions } from './devnet.js';
+export {
+  createTestDatabase,
+  TEST_DATABASE_URL,
+  type TestDatabase,
+  type TestDatabaseOptions,
+} from './database.js';

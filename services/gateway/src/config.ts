@@ -1,16 +1,15 @@
 import { env, loadConfig, type ConfigOf } from '@svc/platform';
 
 /**
- * Every setting of the gateway, read once from the environment at start-up. Defaults run the all-in-one
- * mode on one machine.
+ * Every setting of the gateway, read once from the environment at start-up (the store and bus are the
+ * runner's: see @svc/runtime). Defaults run the all-in-one mode on one machine.
  */
 export const gatewayConfigShape = {
   HTTP_HOST: env.string({ doc: 'Interface the HTTP server binds.', default: '0.0.0.0' }),
-  HTTP_PORT: env.port({ doc: 'Port of the public HTTP server (0 picks a free one).', default: 8080 }),
-  LOG_LEVEL: env.oneOf({
-    doc: 'Least severe log level written.',
-    values: ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const,
-    default: 'info',
+  PORT: env.port({ doc: 'Port of the public HTTP server (0 picks a free one).', default: 8080 }),
+  PUBLIC_URL: env.url({
+    doc: 'URL clients reach the gateway at (behind a proxy, its public origin). Default: `http://localhost:<PORT>`.',
+    protocols: ['http', 'https'],
   }),
   TRUST_PROXY: env.string({
     doc: "Which proxies' X-Forwarded-For the gateway believes when it takes a client's address (express `trust proxy`: `false`, a hop count, or comma-separated addresses, subnets or `loopback`, `linklocal`, `uniquelocal`). Name your load balancer's addresses: a trusted peer can choose the address that per-address limits count.",
@@ -22,20 +21,6 @@ export const gatewayConfigShape = {
     default: '127.0.0.1:50051',
   }),
   KEY_SERVICE_TIMEOUT: env.durationMs({ doc: 'Deadline of one call to the key-service.', default: '10s' }),
-
-  REDIS_URL: env.url({
-    doc: 'Redis shared by every gateway replica (rate windows); unset uses an in-memory store (all-in-one mode only).',
-    protocols: ['redis', 'rediss'],
-    secret: true,
-  }),
-  STORE_NAMESPACE: env.string({
-    doc: 'Key prefix of the shared store; every service of one deployment uses the same one.',
-    default: 'svc',
-  }),
-  KAFKA_BROKERS: env.optionalString({
-    doc: 'Kafka brokers (host:port, comma-separated) carrying key events, which evict cached key lookups at once; unset: cached lookups expire by their TTL (revocation still takes effect at once through the shared store).',
-  }),
-  KAFKA_CLIENT_ID: env.string({ doc: 'Kafka client id of this service.', default: 'gateway' }),
 
   API_BODY_LIMIT: env.string({ doc: 'Largest JSON body the `/api` routes read.', default: '16kb' }),
   KEY_ROUTES_RATE_LIMIT: env.int({

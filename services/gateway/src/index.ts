@@ -10,3 +10,4 @@ export type {
   JobDescription,
   ModelListing,
 } from './v1/completion-backend.js';
+export { gatewayModule, type GatewayInstance } from './module.js';

@@ -1,32 +1,19 @@
 #!/usr/bin/env node
-// Generates the Prisma client (prisma/schema.prisma → src/gen/prisma) and formats it with the repository's
-// prettier settings, so the checked-in client passes `prettier --check` and diffs stay readable.
+// Generates the Prisma client (prisma/schema.prisma → src/gen/prisma), formatted with the repository's
+// prettier settings so it reads like the rest of the code.
 //
-//   node scripts/generate-prisma.mjs          regenerate src/gen/prisma
-//   node scripts/generate-prisma.mjs --check  generate into a temporary directory and compare file by file with
-//                                             what is in the tree; exit 1 listing the stale files, else exit 0
+//   node scripts/generate-prisma.mjs   regenerate src/gen/prisma
 //
-// Generation runs on a copy of the schema in a temporary directory (same relative output path, so the schema
-// text Prisma inlines into the client is identical) and is then synced into place: a failed run never leaves
-// half-written output, and unchanged files keep their timestamps.
+// The client is not committed: turbo runs this (`generate`) before typecheck, lint, test and build. Writing
+// goes through scripts/generated-output.mjs at the repository root. Prisma runs on a copy of the schema in a
+// temporary directory (same relative output path, so the schema text it inlines into the client is identical).
 import { spawnSync } from 'node:child_process';
-import {
-  copyFileSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  rmdirSync,
-  writeFileSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { delimiter, dirname, join, relative, resolve } from 'node:path';
 import * as prettier from 'prettier';
+import { GenerationFailed, listFiles, repoRoot, runGenerator } from '../../../scripts/generated-output.mjs';
 
 const packageDir = resolve(import.meta.dirname, '..');
-const repoRoot = resolve(packageDir, '..', '..');
 const schemaFile = join(packageDir, 'prisma', 'schema.prisma');
 const target = join(packageDir, 'src', 'gen', 'prisma');
 
@@ -39,8 +26,6 @@ const env = {
   PRISMA_SCHEMA_ENGINE_BINARY: process.env.PRISMA_SCHEMA_ENGINE_BINARY ?? '/bin/true',
   PRISMA_HIDE_UPDATE_MESSAGE: '1',
 };
-
-class GenerationFailed extends Error {}
 
 function prismaGenerate(workDir) {
   const schemaCopy = join(workDir, 'prisma', 'schema.prisma');
@@ -63,21 +48,6 @@ function prismaGenerate(workDir) {
   return generated;
 }
 
-/** Every file below `dir` as a path relative to it, sorted; an absent directory has none. */
-function listFiles(dir) {
-  if (!existsSync(dir)) return [];
-  const files = [];
-  const walk = (current) => {
-    for (const entry of readdirSync(current, { withFileTypes: true })) {
-      const path = join(current, entry.name);
-      if (entry.isDirectory()) walk(path);
-      else files.push(relative(dir, path));
-    }
-  };
-  walk(dir);
-  return files.sort();
-}
-
 async function formatAll(dir) {
   const options = (await prettier.resolveConfig(join(target, 'client.ts'))) ?? {};
   for (const file of listFiles(dir)) {
@@ -87,76 +57,18 @@ async function formatAll(dir) {
   }
 }
 
-function compare(generated) {
-  const fresh = listFiles(generated);
-  const present = new Set(listFiles(target));
-  const freshSet = new Set(fresh);
-  const same = (file) => readFileSync(join(generated, file)).equals(readFileSync(join(target, file)));
-  return {
-    fresh,
-    missing: fresh.filter((file) => !present.has(file)),
-    different: fresh.filter((file) => present.has(file) && !same(file)),
-    extra: [...present].filter((file) => !freshSet.has(file)).sort(),
-  };
-}
-
-function removeEmptyDirectories(dir) {
-  if (!existsSync(dir)) return;
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    if (entry.isDirectory()) removeEmptyDirectories(join(dir, entry.name));
-  }
-  if (readdirSync(dir).length === 0) rmdirSync(dir);
-}
-
-function sync(generated, diff) {
-  for (const file of [...diff.missing, ...diff.different]) {
-    mkdirSync(dirname(join(target, file)), { recursive: true });
-    copyFileSync(join(generated, file), join(target, file));
-  }
-  for (const file of diff.extra) rmSync(join(target, file));
-  removeEmptyDirectories(target);
-  mkdirSync(target, { recursive: true });
-}
-
-async function main() {
-  const check = process.argv.includes('--check');
-  const workDir = mkdtempSync(join(tmpdir(), 'svc-prisma-gen-'));
-  try {
-    const generated = prismaGenerate(workDir);
-    await formatAll(generated);
-    const diff = compare(generated);
-    const show = (file) => relative(repoRoot, join(target, file));
-    if (!check) {
-      sync(generated, diff);
-      const changed = diff.missing.length + diff.different.length + diff.extra.length;
-      console.log(
-        `prisma client: ${diff.fresh.length} files in ${relative(repoRoot, target)}, ${changed} changed`,
-      );
-      return 0;
-    }
-    const stale = [
-      ...diff.missing.map((file) => `missing    ${show(file)}`),
-      ...diff.different.map((file) => `different  ${show(file)}`),
-      ...diff.extra.map((file) => `extra      ${show(file)}`),
-    ];
-    if (stale.length > 0) {
-      console.error(
-        'The Prisma client is stale; run `npm run generate -w @svc/key-service` and commit the result:',
-      );
-      for (const line of stale) console.error(`  ${line}`);
-      return 1;
-    }
-    console.log(`Prisma client is current (${diff.fresh.length} files).`);
-    return 0;
-  } catch (error) {
-    if (error instanceof GenerationFailed) {
-      console.error(error.message);
-      return 2;
-    }
-    throw error;
-  } finally {
-    rmSync(workDir, { recursive: true, force: true });
-  }
-}
-
-process.exitCode = await main();
+await runGenerator({
+  title: 'Prisma client',
+  regenerate: 'npm run generate -w @svc/key-service',
+  committed: false,
+  outputs: [
+    {
+      target,
+      generate: async (scratch) => {
+        const generated = prismaGenerate(scratch);
+        await formatAll(generated);
+        return generated;
+      },
+    },
+  ],
+});

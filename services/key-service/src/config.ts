@@ -1,27 +1,11 @@
 import { env, loadConfig, type ConfigOf } from '@svc/platform';
 
 /**
- * Every setting of the key-service, read once from the environment at start-up. Defaults run the
- * all-in-one mode on one machine; docs/key-service.md carries the reference generated from this shape.
+ * Every setting of the key-service, read once from the environment at start-up (the database, store,
+ * bus and gRPC server are the runner's: see @svc/runtime). Defaults run the all-in-one mode on one
+ * machine; docs/configuration.md carries the reference generated from this shape.
  */
 export const keyServiceConfigShape = {
-  GRPC_HOST: env.string({
-    doc: 'Interface the gRPC server binds. The key-management RPCs trust the wallet the gateway names, so expose this port only to the gateways (Kubernetes: 0.0.0.0 behind a NetworkPolicy).',
-    default: '127.0.0.1',
-  }),
-  GRPC_PORT: env.port({ doc: 'Port of the KeyService gRPC server (0 picks a free one).', default: 50051 }),
-  LOG_LEVEL: env.oneOf({
-    doc: 'Least severe log level written.',
-    values: ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const,
-    default: 'info',
-  }),
-
-  DATABASE_URL: env.url({
-    doc: 'PostgreSQL connection URL of the key database.',
-    protocols: ['postgres', 'postgresql'],
-    default: 'postgresql://postgres@127.0.0.1:5432/svc',
-    secret: true,
-  }),
   DATABASE_POOL_SIZE: env.int({
     doc: 'Most PostgreSQL connections this replica opens.',
     default: 10,
@@ -31,27 +15,16 @@ export const keyServiceConfigShape = {
     doc: 'Apply pending migrations at start (under an advisory lock, so replicas may all do it).',
     default: true,
   }),
-  REDIS_URL: env.url({
-    doc: 'Redis holding nonces and revocation markers shared with the gateways; unset uses an in-memory store (all-in-one mode only).',
-    protocols: ['redis', 'rediss'],
-    secret: true,
+  PUBLIC_URL: env.url({
+    doc: 'URL users reach the gateway at; the sign-in domain and URI follow from it unless set. The all-in-one target derives it from PORT.',
+    protocols: ['http', 'https'],
+    default: 'http://localhost:8080',
   }),
-  STORE_NAMESPACE: env.string({
-    doc: 'Key prefix of the shared store; the gateways must use the same one to see revocations.',
-    default: 'svc',
-  }),
-  KAFKA_BROKERS: env.optionalString({
-    doc: 'Kafka brokers (host:port, comma-separated); unset uses the in-process event bus.',
-  }),
-  KAFKA_CLIENT_ID: env.string({ doc: 'Kafka client id of this service.', default: 'key-service' }),
-
-  SIWE_DOMAIN: env.string({
-    doc: 'RFC 3986 authority the sign-in message names and verification requires (the site users sign in to).',
-    default: 'localhost:8080',
+  SIWE_DOMAIN: env.optionalString({
+    doc: 'RFC 3986 authority the sign-in message names and verification requires (the site users sign in to). Default: the host of PUBLIC_URL.',
   }),
   SIWE_URI: env.url({
-    doc: 'URI the sign-in message names and verification requires.',
-    default: 'http://localhost:8080',
+    doc: 'URI the sign-in message names and verification requires. Default: PUBLIC_URL.',
   }),
   CHAIN_ID: env.int({ doc: 'EIP-155 chain id the sign-in message is bound to.', default: 31337, min: 1 }),
   SIWE_STATEMENT: env.string({

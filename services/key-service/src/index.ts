@@ -5,3 +5,4 @@ export { applyMigrations, MIGRATIONS_DIR, MigrationError, type MigrationReport }
 export { loadTokenKeyRing, TokenKeyRing, type TokenKeySettings } from './signin/token-key-ring.js';
 export { SIGN_IN_TOKEN_TYPE } from './signin/sign-in-tokens.js';
 export type { KeyServiceMethods } from './grpc/key-service-handlers.js';
+export { createKeyServiceModule, keyServiceModule, type KeyServiceModuleOptions } from './module.js';

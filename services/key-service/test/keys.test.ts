@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createTestDatabase, type TestDatabase } from '@svc/testkit';
 import type { ApiKey } from '@svc/proto/gen/svc/key/v1/api_key_pb';
 import { ApiKeyState } from '@svc/proto/gen/svc/key/v1/api_key_pb';
+import { applyMigrations } from '../src/db/migrate.js';
 import { generateSigningKey, TokenKeyRing } from '../src/signin/token-key-ring.js';
 import type { RedisStore } from '@svc/platform';
 import { errorCodeOf } from './support/errors.js';
 import { startReplica, type KeyServiceReplica } from './support/key-service-harness.js';
 import { randomWallet } from './support/sign-in.js';
-import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 import { createTestStore, type TestStore } from './support/test-store.js';
 
 let database: TestDatabase;
@@ -16,7 +17,7 @@ let replicaB: KeyServiceReplica;
 let storeA: RedisStore;
 
 beforeAll(async () => {
-  database = await createTestDatabase();
+  database = await createTestDatabase({ prefix: 'ks', migrate: (url) => applyMigrations(url) });
   redis = createTestStore();
   const signing = await generateSigningKey();
   const tokenKeys = new TokenKeyRing(signing.key, [signing.verification]);

@@ -4,14 +4,14 @@ import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { createTestDatabase, type TestDatabase } from '@svc/testkit';
 import { applyMigrations, MIGRATIONS_DIR, MigrationError } from '../src/db/migrate.js';
-import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 
 const databases: TestDatabase[] = [];
 const directories: string[] = [];
 
 async function freshDatabase(): Promise<TestDatabase> {
-  const database = await createTestDatabase({ migrate: false });
+  const database = await createTestDatabase({ prefix: 'ks' });
   databases.push(database);
   return database;
 }

@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createTestDatabase, waitFor, type TestDatabase } from '@svc/testkit';
 import { KeyEventKind, type KeyEvent } from '@svc/proto/gen/svc/events/v1/key_event_pb';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { applyMigrations } from '../src/db/migrate.js';
 import { OutboxRelay } from '../src/events/outbox-relay.js';
 import { EmbeddedEventBus, type EventBus, keyEventsTopic } from '@svc/platform';
 import { generateSigningKey, TokenKeyRing } from '../src/signin/token-key-ring.js';
 import { silentLogger, startReplica, type KeyServiceReplica } from './support/key-service-harness.js';
 import { randomWallet } from './support/sign-in.js';
-import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 import { createTestStore, type TestStore } from './support/test-store.js';
 
 let database: TestDatabase;
@@ -16,7 +17,7 @@ let replicas: KeyServiceReplica[];
 const received: KeyEvent[] = [];
 
 beforeAll(async () => {
-  database = await createTestDatabase();
+  database = await createTestDatabase({ prefix: 'ks', migrate: (url) => applyMigrations(url) });
   redis = createTestStore();
   bus = new EmbeddedEventBus();
   await bus.subscribe(keyEventsTopic, {
@@ -50,15 +51,10 @@ afterAll(async () => {
 });
 
 async function eventsFor(keyIds: string[], count: number): Promise<KeyEvent[]> {
-  for (let attempt = 0; attempt < 200; attempt += 1) {
-    const events = received.filter((event) => keyIds.includes(event.keyId));
-    if (events.length >= count) {
-      await sleep(200); // let duplicates, if any, arrive
-      return received.filter((event) => keyIds.includes(event.keyId));
-    }
-    await sleep(25);
-  }
-  throw new Error(`expected ${count} events`);
+  const ofKeys = () => received.filter((event) => keyIds.includes(event.keyId));
+  await waitFor(() => ofKeys().length >= count || undefined, { what: `${count} events` });
+  await sleep(200); // let duplicates, if any, arrive
+  return ofKeys();
 }
 
 describe('key events', () => {

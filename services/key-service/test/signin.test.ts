@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createTestDatabase, type TestDatabase } from '@svc/testkit';
 import { SiweMessage } from 'siwe';
 import { generateKeyPair, SignJWT, base64url, exportJWK, type CryptoKey } from 'jose';
+import { applyMigrations } from '../src/db/migrate.js';
 import { generateSigningKey, TokenKeyRing } from '../src/signin/token-key-ring.js';
 import { SIGN_IN_TOKEN_TYPE } from '../src/signin/sign-in-tokens.js';
 import { errorCodeOf } from './support/errors.js';
 import { startReplica, TEST_SIWE, type KeyServiceReplica } from './support/key-service-harness.js';
 import { randomWallet, signIn } from './support/sign-in.js';
-import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 import { createTestStore, type TestStore } from './support/test-store.js';
 
 let database: TestDatabase;
@@ -15,7 +16,7 @@ let replica: KeyServiceReplica;
 let signing: Awaited<ReturnType<typeof generateSigningKey>>;
 
 beforeAll(async () => {
-  database = await createTestDatabase();
+  database = await createTestDatabase({ prefix: 'ks', migrate: (url) => applyMigrations(url) });
   redis = createTestStore();
   signing = await generateSigningKey();
   replica = await startReplica({

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createTestDatabase, waitUntil, type TestDatabase } from '@svc/testkit';
 import { create } from '@bufbuild/protobuf';
 import { durationFromMs } from '@bufbuild/protobuf/wkt';
 import {
@@ -10,12 +11,12 @@ import { SpendReservationState } from '@svc/proto/gen/svc/key/v1/spend_reservati
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EmbeddedEventBus, type EventBus, jobLifecycleTopic } from '@svc/platform';
+import { applyMigrations } from '../src/db/migrate.js';
 import { lifecycleSettlementHandler } from '../src/spend/lifecycle-settlement.js';
 import { generateSigningKey, TokenKeyRing } from '../src/signin/token-key-ring.js';
 import { errorCodeOf } from './support/errors.js';
 import { silentLogger, startReplica, type KeyServiceReplica } from './support/key-service-harness.js';
 import { randomWallet } from './support/sign-in.js';
-import { createTestDatabase, type TestDatabase } from './support/test-database.js';
 import { createTestStore, type TestStore } from './support/test-store.js';
 
 let database: TestDatabase;
@@ -24,7 +25,7 @@ let bus: EventBus;
 let replica: KeyServiceReplica;
 
 beforeAll(async () => {
-  database = await createTestDatabase();
+  database = await createTestDatabase({ prefix: 'ks', migrate: (url) => applyMigrations(url) });
   redis = createTestStore();
   bus = new EmbeddedEventBus({ handlerRetry: { initialDelayMs: 10, maxDelayMs: 50 } });
   const signing = await generateSigningKey();
@@ -255,14 +256,6 @@ describe('job lifecycle events', () => {
     });
   }
 
-  async function eventually(check: () => Promise<boolean>): Promise<void> {
-    for (let attempt = 0; attempt < 100; attempt += 1) {
-      if (await check()) return;
-      await sleep(20);
-    }
-    throw new Error('condition not reached');
-  }
-
   function received(kind: JobLifecycleKind, reservationId: string, feeWei?: bigint) {
     const message = lifecycleEvent(kind, reservationId, feeWei);
     return {
@@ -283,10 +276,11 @@ describe('job lifecycle events', () => {
     const failed = await reservedId(keyId);
     await bus.publish(jobLifecycleTopic, lifecycleEvent(JobLifecycleKind.ANSWERED, answered, 700_000n));
     await bus.publish(jobLifecycleTopic, lifecycleEvent(JobLifecycleKind.FAILED, failed));
-    await eventually(async () => {
-      const { spent, reserved } = await totals(keyId);
-      return spent === 700_000n && reserved === 0n;
-    });
+    await waitUntil(
+      () => totals(keyId),
+      ({ spent, reserved }) => spent === 700_000n && reserved === 0n,
+      { what: 'the answered reservation spent and the failed one released' },
+    );
   });
 
   it('lets the first settlement win: later, repeated or contradicting events change nothing', async () => {

@@ -1,31 +1,17 @@
 import { env, loadConfig, type ConfigOf } from '@svc/platform';
 
 /**
- * Every setting of the reference worker, read once from the environment at start-up. Defaults run
- * the all-in-one mode against a local anvil with the built-in deterministic model.
+ * Every setting of the reference worker, read once from the environment at start-up (the chain is the
+ * runner's: RPC_URL and the contract addresses, see @svc/runtime). Defaults run the built-in
+ * deterministic model.
  */
 export const workerConfigShape = {
-  LOG_LEVEL: env.oneOf({
-    doc: 'Least severe log level written.',
-    values: ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const,
-    default: 'info',
-  }),
   HEALTH_HOST: env.string({ doc: 'Interface the health and metrics HTTP server binds.', default: '0.0.0.0' }),
   HEALTH_PORT: env.port({
     doc: 'Port of `/healthz`, `/readyz` and `/metrics` (0 picks a free one).',
     default: 9464,
   }),
 
-  CHAIN_RPC_URL: env.url({
-    doc: 'JSON-RPC endpoint of the execution chain.',
-    protocols: ['http', 'https'],
-    default: 'http://127.0.0.1:8545',
-  }),
-  CHAIN_ID: env.int({
-    doc: 'EIP-155 chain id the worker expects the RPC endpoint to serve.',
-    default: 31337,
-    min: 1,
-  }),
   BLOCK_TIME: env.durationMs({
     doc: 'Expected time between blocks; pending transactions are polled at a quarter of it.',
     default: '2s',
@@ -34,8 +20,6 @@ export const workerConfigShape = {
     doc: 'Beacon node for prompt blobs; unset reads them from the RPC endpoint (anvil serves the beacon blob route there).',
     protocols: ['http', 'https'],
   }),
-  JOB_REGISTRY_ADDRESS: env.string({ doc: 'JobRegistry contract address.' }),
-  WORKER_REGISTRY_ADDRESS: env.string({ doc: 'WorkerRegistry contract address.' }),
   START_BLOCK: env.int({
     doc: 'First block to read on the very first start (later starts resume from the stored cursor); -1 means the chain head.',
     default: -1,
@@ -48,12 +32,15 @@ export const workerConfigShape = {
   }),
   LOG_POLL_INTERVAL: env.durationMs({ doc: 'How often the chain is asked for new logs.', default: '500ms' }),
 
-  DATA_DIR: env.string({
-    doc: 'Directory of the durable state: keystore, session keys (encrypted), saved final answers, chain cursor.',
-    default: './worker-data',
+  DATA_DIR: env.optionalString({
+    doc: 'Directory of the durable state: keystore, session keys (encrypted), saved final answers, chain cursor. Default: `<STATE_DIR>/worker`.',
+  }),
+  WORKER_PRIVATE_KEY: env.optionalString({
+    doc: "The worker's key as 32 bytes of hex (from a secret store); unset loads the encrypted keystore instead.",
+    secret: true,
   }),
   KEYSTORE_PATH: env.optionalString({
-    doc: 'Encrypted JSON keystore of the worker key; created on first start. Default: `<DATA_DIR>/worker-keystore.json`.',
+    doc: 'Encrypted JSON keystore of the worker key, used when WORKER_PRIVATE_KEY is unset; created on first start. Default: `<DATA_DIR>/worker-keystore.json`.',
   }),
   KEYSTORE_PASSWORD: env.string({
     doc: 'Password of the keystore; also derives the key that encrypts session keys at rest. Never logged.',

@@ -17,3 +17,4 @@ export type { AnswerChannel } from './jobs/answer-channel.js';
 export type { DeltaFrame } from './jobs/answer-stream.js';
 export { WorkerLink } from './link/worker-link.js';
 export { HealthServer } from './health/health-server.js';
+export { workerModule, type WorkerInstance } from './module.js';

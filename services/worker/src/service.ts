@@ -25,9 +25,23 @@ export type {
 
 /**
  * Builds and starts the worker from injected dependencies: registers (idempotently), resumes its
- * sessions and unfinished final answers, then follows the chain.
+ * sessions and unfinished final answers, then follows the chain. A step that fails stops what the
+ * steps before it started.
  */
 export async function startWorker(deps: WorkerDependencies): Promise<RunningWorker> {
+  const started: Array<() => Promise<void>> = [];
+  try {
+    return await startSteps(deps, started);
+  } catch (error) {
+    for (const stop of started.reverse()) await stop().catch(() => undefined);
+    throw error;
+  }
+}
+
+async function startSteps(
+  deps: WorkerDependencies,
+  started: Array<() => Promise<void>>,
+): Promise<RunningWorker> {
   const { settings, logger } = deps;
   const workerChain: WorkerChain = connectWorkerChain({
     provider: deps.provider,
@@ -36,6 +50,7 @@ export async function startWorker(deps: WorkerDependencies): Promise<RunningWork
     workerRegistryAddress: deps.workerRegistryAddress,
     pollIntervalMs: Math.max(Math.floor(settings.pollIntervalMs / 4), 10),
   });
+  started.push(() => workerChain.close());
   const { chain, transactions, address } = workerChain;
   const chainId = (await deps.provider.getNetwork()).chainId;
   const registration = await ensureWorkerRegistered({
@@ -135,6 +150,7 @@ export async function startWorker(deps: WorkerDependencies): Promise<RunningWork
     handlers: intake.fromChain,
   });
   await follower.start();
+  started.push(() => follower.stop());
   let draining = false;
   const link = deps.link
     ? new WorkerLink({

@@ -3,10 +3,11 @@ import { AnvilBlobSource, JobState, SessionState, responseHashOf } from '@svc/ch
 import { parseEther } from 'ethers';
 import { createLogger } from '@svc/platform';
 import { ChainClock } from '@svc/anvil';
+import { useDevnet, waitUntil } from '@svc/testkit';
 import { HealthServer } from '../src/health/health-server.js';
 import { DeterministicModel } from '../src/model/index.js';
-import { MODEL, useDevnet } from './support/devnet.js';
-import { ServiceSide, waitUntil } from './support/service-side.js';
+import { DEPLOYED_MODELS, MODEL } from './support/models.js';
+import { ServiceSide } from './support/service-side.js';
 import { TestLinkServer } from './support/test-link-server.js';
 import {
   TEST_PASSWORD,
@@ -17,7 +18,7 @@ import {
 } from './support/worker-harness.js';
 import { startWorker, type RunningWorker } from '../src/service.js';
 
-const devnet = useDevnet({ warmBlobs: true, protocol: { jobTimeoutSeconds: 30 } });
+const devnet = useDevnet({ models: DEPLOYED_MODELS, warmBlobs: true, protocol: { jobTimeoutSeconds: 30 } });
 let service: ServiceSide;
 let linkServer: TestLinkServer;
 let worker: RunningWorker;
@@ -78,7 +79,7 @@ describe('a worker linked to the orchestrator', () => {
     await waitUntil(
       async () => linkServer.framesOf('heartbeat').length,
       (count) => count > 0,
-      5_000,
+      { what: 'a heartbeat', timeoutMs: 5_000 },
     );
     expect(linkServer.verifiedWorkers).toEqual([worker.address]);
     expect(linkServer.framesOf('heartbeat')[0]).toMatchObject({
@@ -97,7 +98,7 @@ describe('a worker linked to the orchestrator', () => {
     await waitUntil(
       async () => linkServer.framesOf('hintAck').length,
       (count) => count === 1,
-      5_000,
+      { what: 'the hint acknowledgement', timeoutMs: 5_000 },
     );
 
     const job = await service.submitJob(sessionId, MODEL.name, {
@@ -109,7 +110,7 @@ describe('a worker linked to the orchestrator', () => {
     const finals = await waitUntil(
       async () => linkServer.framesOf('finalAnswer').filter((final) => final.jobId === job.jobId.toString()),
       (found) => found.length > 0,
-      5_000,
+      { what: 'the final answer of the job', timeoutMs: 5_000 },
     );
     expect(responseHashOf(finals[0]!.sealedAnswer)).toBe(onChain.responseHash);
     const chunks = linkServer.framesOf('chunk').filter((chunk) => chunk.jobId === job.jobId.toString());
@@ -120,7 +121,7 @@ describe('a worker linked to the orchestrator', () => {
     await waitUntil(
       () => worker.journal.all(),
       (saved) => saved.length === 1,
-      5_000,
+      { what: 'the final in the journal', timeoutMs: 5_000 },
     );
     linkServer.send({
       frame: { case: 'finalAck', value: { jobId: job.jobId.toString(), attempt: 1, committed: true } },
@@ -128,7 +129,7 @@ describe('a worker linked to the orchestrator', () => {
     await waitUntil(
       () => worker.journal.all(),
       (saved) => saved.length === 0,
-      5_000,
+      { what: 'the journal emptied by the acknowledgement', timeoutMs: 5_000 },
     );
   });
 
@@ -161,7 +162,7 @@ describe('a worker linked to the orchestrator', () => {
     await waitUntil(
       async () => worker.status().runningJobs,
       (running) => running === 1,
-      10_000,
+      { what: 'the job running', timeoutMs: 10_000 },
     );
     const drained = worker.drain();
     expect((await fetch(`${healthUrl}/readyz`)).status).toBe(503);

@@ -8,7 +8,7 @@ export interface BlobLocation {
   readonly blockNumber: number;
 }
 
-/** Where workers read prompt blobs (PROTOCOL section 2). */
+/** Where workers read prompt blobs (docs/protocol.md, Blob format). */
 export interface BlobSource {
   /**
    * The blob with `versionedHash`, verified: its KZG commitment hashes to `versionedHash`.

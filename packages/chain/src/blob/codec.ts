@@ -1,10 +1,11 @@
 import { BlobPayloadTooLargeError, MalformedBlobError } from '../errors.js';
 
 /**
- * BlobCodec (PROTOCOL section 2): the payload is framed as a 4-byte big-endian length followed by the
- * bytes, and that stream is packed 31 bytes per 32-byte field element with byte 0 of every element
- * 0x00 (which keeps every element below the BLS12-381 modulus), over 4096 elements. Unused stream
- * bytes are zero, so every payload has exactly one blob and the decoder accepts nothing else.
+ * BlobCodec (docs/protocol.md, Blob format): the payload is framed as a 4-byte big-endian length
+ * followed by the bytes, and that stream is packed 31 bytes per 32-byte field element with byte 0 of
+ * every element 0x00 (which keeps every element below the BLS12-381 modulus), over 4096 elements.
+ * Unused stream bytes are zero, so every payload has exactly one blob and the decoder accepts nothing
+ * else.
  */
 export const FIELD_ELEMENTS_PER_BLOB = 4096;
 export const BYTES_PER_FIELD_ELEMENT = 32;

@@ -4,7 +4,7 @@ import { GCM_NONCE_BYTES, GCM_TAG_BYTES, gcmOpen, gcmSeal, nonceOrRandom, requir
 import { asBuffer, uint256be, uint32be } from './bytes.js';
 
 /**
- * Answer frames (PROTOCOL section 3): each delta and the final answer is UTF-8 text sealed with
+ * Answer frames (docs/protocol.md, Encryption): each delta and the final answer is UTF-8 text sealed with
  * AES-256-GCM under the prompt's replyKey and a fresh random nonce.
  *   frame wire = nonce (12) ‖ ciphertext ‖ tag (16)
  *   AAD        = kind (1 byte: 1 delta, 2 final) ‖ uint256be(jobId) ‖ uint32be(attempt) ‖ uint32be(seq)

@@ -3,7 +3,7 @@ import { InvalidAnswerSignatureError } from '../errors.js';
 import { responseHashOf } from './answer-frame.js';
 
 /**
- * The worker's signature over a final answer (PROTOCOL section 1, disputes): EIP-191 personal_sign
+ * The worker's signature over a final answer (docs/protocol.md, Disputes): EIP-191 personal_sign
  * over the 32-byte digest keccak256(abi.encode(uint256 chainId, address jobRegistry, uint256 jobId,
  * bytes32 keccak256(final frame wire))). JobRegistry's `disputeMismatch` recovers it, so a worker
  * cannot disown an answer it delivered but did not commit.

@@ -6,7 +6,7 @@ import { addressBytes, asBuffer, uint256be } from './bytes.js';
 import { P256_PUBLIC_KEY_BYTES, SessionKeyPair, parseP256PublicKey } from './session-key.js';
 
 /**
- * Prompt envelope (PROTOCOL section 3), ECIES over P-256:
+ * Prompt envelope (docs/protocol.md, Encryption), ECIES over P-256:
  *   wire = 0x01 ‖ ephemeral public key (65) ‖ nonce (12) ‖ AES-256-GCM ciphertext ‖ tag (16)
  *   key  = HKDF-SHA256(ikm = ECDH x coordinate, salt = ephemeral pub ‖ session pub, info = "svc/prompt/v1", 32)
  *   AAD  = "svc/prompt/v1" ‖ uint256be(chainId) ‖ JobRegistry address (20) ‖ uint256be(sessionId)

@@ -4,7 +4,7 @@ import { AES_KEY_BYTES } from './aes-gcm.js';
 import { asBuffer } from './bytes.js';
 
 /**
- * Prompt plaintext v1 (PROTOCOL section 3), UTF-8 JSON:
+ * Prompt plaintext v1 (docs/protocol.md, Encryption), UTF-8 JSON:
  *   {"v":1,"model":"…","messages":[{"role":"…","content":"…"}],"replyKey":"<base64 of 32 bytes>"}
  * Keys are written in exactly that order. Content is a plain string (text parts are joined before
  * this point); the last message is the user's. Unknown fields are ignored on decode.

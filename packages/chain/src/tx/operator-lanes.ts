@@ -6,7 +6,7 @@ import type { Signer } from 'ethers';
  */
 export type TransactionLane = 'blob' | 'plain';
 
-/** An account the sender signs with: the principal or one of its operators (PROTOCOL section 1). */
+/** An account the sender signs with: the principal or one of its operators (docs/protocol.md, Contracts). */
 export type SendingAccount = Signer & { readonly address: string };
 
 export interface OperatorLanesOptions {

@@ -3,7 +3,7 @@ import type { JsonRpcProvider } from 'ethers';
 import { ChainClock, DevWallet, createDevProvider, startAnvil, type AnvilInstance } from '@svc/anvil';
 import { connectJobRegistry, connectWorkerRegistry } from '../../src/connect.js';
 import { deployContracts, type DeployConfig, type Deployment } from '../../src/deploy.js';
-import type { JobRegistry, WorkerRegistry } from '../../src/generated/index.js';
+import type { JobRegistry, WorkerRegistry } from '../../src/gen/index.js';
 
 export const ACTORS = [
   'owner',
@@ -32,6 +32,7 @@ export interface Chain {
   workers(actor: Actor): WorkerRegistry;
 }
 
+// Not @svc/testkit's useDevnet: this suite tests the deployment itself, and testkit depends on this package.
 /**
  * One anvil per test file with the contracts deployed (setup optional); every test runs from the
  * same snapshot, so tests never see each other's state.

@@ -1,5 +1,5 @@
 import { Contract, ContractFactory } from 'ethers';
-import { reentrantAccountAbi, reentrantAccountBytecode, type ReentrantAccount } from '../generated/index.js';
+import { reentrantAccountAbi, reentrantAccountBytecode, type ReentrantAccount } from '../gen/index.js';
 import type { Actor, Chain } from './chain.js';
 
 /** A contract account controlled by `controller` that tries to re-enter whoever pays it. */

@@ -23,7 +23,7 @@ export function toCompact(signature: string): string {
   return Signature.from(signature).compactSerialized;
 }
 
-/** The worker's EIP-191 signature over a final answer (PROTOCOL section 5, disputes). */
+/** The worker's EIP-191 signature over a final answer (docs/protocol.md, Disputes). */
 export async function signFinalAnswer(
   worker: Signer,
   chainId: bigint | number,

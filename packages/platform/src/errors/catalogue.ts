@@ -9,7 +9,7 @@ export interface ApiErrorSpec {
   readonly httpStatus: number;
   /** OpenAI's `error.type`. */
   readonly openaiType: string;
-  /** `error.code` on `/v1`; null where the spec says the code is null. Absent: not a `/v1` error. */
+  /** `error.code` on `/v1`; null where docs/api.md says the code is null. Absent: not a `/v1` error. */
   readonly v1Code?: string | null;
   /** `error` on `/api`. Absent: not an `/api` error. */
   readonly apiCode?: string;

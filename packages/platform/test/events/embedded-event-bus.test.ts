@@ -1,9 +1,10 @@
 import { create } from '@bufbuild/protobuf';
 import { TimestampSchema } from '@bufbuild/protobuf/wkt';
 import { afterEach, describe, expect, it } from '@jest/globals';
+import { waitFor } from '@svc/testkit';
 import { defineTopic, EmbeddedEventBus, InvalidEventError } from '../../src/events/index.js';
 import { describeEventBusContract } from './event-bus-contract.js';
-import { burst, readSample, sampleEvent, sampleTopic, waitUntil } from './fixtures.js';
+import { burst, readSample, sampleEvent, sampleTopic } from './fixtures.js';
 
 describeEventBusContract(
   'EmbeddedEventBus',
@@ -31,7 +32,7 @@ describe('EmbeddedEventBus', () => {
       burst(100, 20).map((message) => ({ message })),
     );
 
-    await waitUntil(() => first + second === 100, '100 deliveries');
+    await waitFor(() => first + second === 100 || undefined, { what: '100 deliveries' });
     expect(first).toBeGreaterThan(0);
     expect(second).toBeGreaterThan(0);
   });
@@ -52,7 +53,7 @@ describe('EmbeddedEventBus', () => {
       topic,
       events.map((message) => ({ message })),
     );
-    await waitUntil(() => failedAttempts >= 2, 'a retried failure');
+    await waitFor(() => failedAttempts >= 2 || undefined, { what: 'a retried failure' });
 
     const healthy: number[] = [];
     await bus.subscribe(topic, {
@@ -63,7 +64,7 @@ describe('EmbeddedEventBus', () => {
     await failing.close();
     const attemptsAtClose = failedAttempts;
 
-    await waitUntil(() => healthy.length === 3, 'the successor to handle all 3 events');
+    await waitFor(() => healthy.length === 3 || undefined, { what: 'the successor to handle all 3 events' });
     expect(healthy).toEqual([0, 1, 2]);
     expect(failedAttempts).toBe(attemptsAtClose);
   });
@@ -83,7 +84,7 @@ describe('EmbeddedEventBus', () => {
       handler: async (event) => void replayed.push(readSample(event.message).seq),
     });
 
-    await waitUntil(() => replayed.length === 10, 'the retained events');
+    await waitFor(() => replayed.length === 10 || undefined, { what: 'the retained events' });
     expect(replayed).toEqual(Array.from({ length: 10 }, (_, i) => 90 + i));
   });
 
@@ -100,7 +101,7 @@ describe('EmbeddedEventBus', () => {
     );
 
     await bus.publish(topic, sampleEvent({ eventId: 'after', key: 'k', seq: 2 }));
-    await waitUntil(() => seen.length >= 1, 'the later event');
+    await waitFor(() => seen.length >= 1 || undefined, { what: 'the later event' });
     expect(seen).toEqual(['after']);
   });
 

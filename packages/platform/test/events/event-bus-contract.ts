@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Struct } from '@bufbuild/protobuf/wkt';
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
+import { waitFor } from '@svc/testkit';
 import { currentRequestId, withRequestContext } from '../../src/logging/index.js';
 import {
   dedupeByEventId,
@@ -10,15 +11,7 @@ import {
   type EventHandler,
   type ReceivedEvent,
 } from '../../src/events/index.js';
-import {
-  burst,
-  deferred,
-  readSample,
-  sampleEvent,
-  sampleTopic,
-  waitUntil,
-  type SampleTopic,
-} from './fixtures.js';
+import { burst, deferred, readSample, sampleEvent, sampleTopic, type SampleTopic } from './fixtures.js';
 
 export interface EventBusContractOptions {
   /** Per test; a real broker needs time for topic creation and group joins. */
@@ -73,8 +66,9 @@ export function describeEventBusContract(
       };
     }
 
-    const until = (condition: () => boolean, description: string): Promise<void> =>
-      waitUntil(condition, description, deliveryTimeoutMs);
+    const until = async (condition: () => boolean, what: string): Promise<void> => {
+      await waitFor(() => condition() || undefined, { what, timeoutMs: deliveryTimeoutMs });
+    };
 
     function expectEachIdOnce(
       events: readonly ReceivedEvent<Struct>[],

@@ -38,18 +38,6 @@ export function burst(count: number, keys: number, prefix = randomUUID().slice(0
   );
 }
 
-export async function waitUntil(
-  condition: () => boolean,
-  description: string,
-  timeoutMs = 10_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${description}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
 export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
   let resolve!: (value: T) => void;
   const promise = new Promise<T>((done) => {

@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import type { Struct } from '@bufbuild/protobuf/wkt';
 import kafkajs, { type KafkaMessage, type Message } from 'kafkajs';
+import { waitFor } from '@svc/testkit';
 import {
   encodeEvent,
   EventBusClosedError,
@@ -9,7 +10,7 @@ import {
   type ReceivedEvent,
 } from '../../src/events/index.js';
 import { capturingLogger, FakeKafka, type LogLine } from './fake-kafka.js';
-import { deferred, readSample, sampleEvent, sampleTopic, waitUntil } from './fixtures.js';
+import { deferred, readSample, sampleEvent, sampleTopic } from './fixtures.js';
 
 const { KafkaJSError, Partitioners } = kafkajs;
 
@@ -286,7 +287,7 @@ describe('KafkaEventBus (kafkajs wiring)', () => {
         throw new Error('downstream unavailable');
       });
       const handling = fake.deliver(consumed(1));
-      await waitUntil(() => attempts >= 2, 'a retried attempt');
+      await waitFor(() => attempts >= 2 || undefined, { what: 'a retried attempt' });
 
       await subscription.close();
 

@@ -66,8 +66,11 @@ export class GrpcServer {
     return this;
   }
 
-  /** Binds `host:port` (port 0 picks a free one) and returns the bound port. */
-  async listen(address: string): Promise<number> {
+  /**
+   * Binds `host:port` (port 0 picks a free one) and returns the bound port. With `serving: false`
+   * health stays NOT_SERVING until `announceServing()`, so services can be added after binding.
+   */
+  async listen(address: string, options: { serving?: boolean } = {}): Promise<number> {
     const port = await new Promise<number>((resolve, reject) => {
       this.server.bindAsync(
         address,
@@ -76,8 +79,13 @@ export class GrpcServer {
       );
     });
     this.listening = true;
-    this.setServing('SERVING');
+    if (options.serving !== false) this.setServing('SERVING');
     return port;
+  }
+
+  /** Health turns SERVING for the server and every service added so far. */
+  announceServing(): void {
+    if (this.listening) this.setServing('SERVING');
   }
 
   /**

@@ -1,7 +1,7 @@
 import { timestampDate, type Timestamp } from '@bufbuild/protobuf/wkt';
 import type { ApiKey } from '@svc/proto/gen/svc/key/v1/api_key_pb';
 
-/** The spec's "API key (as listed)". */
+/** An API key as listed (docs/api.md, API key resource). */
 export interface ApiKeyJson {
   readonly id: string;
   readonly prefix: string;

@@ -89,7 +89,7 @@ function conversationIdOf(body: JsonObject): string | undefined {
   const value = body.conversation_id;
   if (!isPresent(value)) return undefined;
   if (typeof value !== 'string') throw invalid('conversation_id', 'conversation_id must be a string.');
-  // Characters as the spec counts them: code points, not UTF-16 units.
+  // Characters as docs/api.md counts them: code points, not UTF-16 units.
   if ([...value].length > MAX_CONVERSATION_ID_LENGTH)
     throw invalid(
       'conversation_id',
@@ -99,7 +99,7 @@ function conversationIdOf(body: JsonObject): string | undefined {
 }
 
 /**
- * Checks a chat completion body against the spec's request table. Other OpenAI fields (temperature,
+ * Checks a chat completion body against the request table of docs/api.md. Other OpenAI fields (temperature,
  * max_tokens, top_p, ...) are accepted and ignored.
  */
 export function parseChatCompletionBody(body: unknown): ChatCompletionBody {

@@ -13,7 +13,7 @@ export interface ModelListing {
   readonly ownedBy?: string;
 }
 
-/** The spec's `service` object: the on-chain job that answered and where it ran. */
+/** The `service` object of docs/api.md: the on-chain job that answered and where it ran. */
 export interface JobDescription {
   readonly jobId: string;
   readonly sessionId: string;

@@ -1,6 +1,6 @@
 import type { JobDescription } from './completion-backend.js';
 
-/** The spec's `service` object, also sent whole as the `x-service` header. */
+/** The `service` object of docs/api.md, also sent whole as the `x-service` header. */
 export interface ServiceJson {
   readonly job_id: string;
   readonly session_id: string;

@@ -11,7 +11,7 @@ export class SseWriter {
     private readonly signal: AbortSignal,
   ) {}
 
-  /** Writes the status and headers with the first event, as the spec wants `x-service` from the start. */
+  /** Writes the status and headers with the first event: docs/api.md promises `x-service` from the start. */
   open(headers: Record<string, string>): void {
     this.res.status(200).set({
       'content-type': 'text/event-stream; charset=utf-8',

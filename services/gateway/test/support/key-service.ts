@@ -66,7 +66,7 @@ export async function startKeyService(
   const databaseUrl = withDatabase(SERVER_URL, databaseName);
   await applyMigrations(databaseUrl);
   const config = loadKeyServiceConfig({ ...TEST_SIWE, DATABASE_URL: databaseUrl, ...options.env });
-  const db = openDatabase({ url: databaseUrl, poolSize: 8 });
+  const db = openDatabase({ connection: databaseUrl, poolSize: 8 });
   const bus = new EmbeddedEventBus();
   const tokenKeys = await loadTokenKeyRing({});
   const service = buildKeyService({

@@ -7,7 +7,7 @@ import { CHARGED_WEI, FEE_WEI, JOB, ScriptedBackend } from './support/scripted-b
 import { startV1Gateway, type V1Gateway } from './support/v1-gateway.js';
 import type { CompletionEvent, CompletionRequest, JobDescription } from '../../src/v1/completion-backend.js';
 
-// Behaviours of the interface spec that the other `/v1` suites do not pin down on their own.
+// Behaviours of docs/api.md that the other `/v1` suites do not pin down on their own.
 
 /** The job of the `no-drops` model: nothing was left out, so `droppedMessages` is absent. */
 const JOB_WITHOUT_DROPS: JobDescription = {
@@ -241,7 +241,7 @@ describe('streams on the wire', () => {
   });
 });
 
-describe('request forms the spec accepts', () => {
+describe('request forms docs/api.md accepts', () => {
   let key: MintedKey;
   beforeAll(async () => {
     key = await mintKey(gateway.baseUrl);

@@ -1,11 +1,15 @@
 import { PrismaPg } from '@prisma/adapter-pg';
+import type { DatabaseConnection } from '@svc/runtime';
+import { PrismaPGlite } from 'pglite-prisma-adapter';
 import { Prisma, PrismaClient } from '../gen/prisma/client.js';
 
 export { Prisma, PrismaClient };
 export type Transaction = Prisma.TransactionClient;
 
 export interface DatabaseSettings {
-  readonly url: string;
+  /** A PostgreSQL server by URL, or the embedded PGlite of this process. */
+  readonly connection: string | DatabaseConnection;
+  /** Most connections to a server (the embedded database is one connection). */
   readonly poolSize: number;
   /** Told about errors of idle pooled connections (the pool replaces them by itself). */
   readonly onConnectionError?: (error: Error) => void;
@@ -17,10 +21,14 @@ export interface DatabaseSettings {
  */
 export const TRANSACTION_OPTIONS = { maxWait: 15_000, timeout: 20_000 } as const;
 
-/** A Prisma client over node-postgres with a bounded pool. */
+/** A Prisma client over node-postgres with a bounded pool, or over the embedded PGlite. */
 export function openDatabase(settings: DatabaseSettings): PrismaClient {
+  const { connection } = settings;
+  if (typeof connection !== 'string' && connection.kind === 'embedded') {
+    return new PrismaClient({ adapter: new PrismaPGlite(connection.pglite), transactionOptions: TRANSACTION_OPTIONS });
+  }
   const adapter = new PrismaPg(
-    { connectionString: settings.url, max: settings.poolSize },
+    { connectionString: typeof connection === 'string' ? connection : connection.url, max: settings.poolSize },
     { onPoolError: settings.onConnectionError, onConnectionError: settings.onConnectionError },
   );
   return new PrismaClient({ adapter, transactionOptions: TRANSACTION_OPTIONS });

@@ -2,6 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { DatabaseConnection } from '@svc/runtime';
 import pg from 'pg';
 
 /** This package's migrations, next to the schema (the same path from src/ and from dist/). */
@@ -54,12 +55,11 @@ interface AppliedRow {
  * find nothing to do. An applied migration whose file changed since is refused, as Prisma refuses it.
  */
 export async function applyMigrations(
-  databaseUrl: string,
+  database: string | DatabaseConnection,
   migrationsDir: string = MIGRATIONS_DIR,
 ): Promise<MigrationReport> {
   const migrations = await readMigrations(migrationsDir);
-  const client = new pg.Client({ connectionString: databaseUrl });
-  await client.connect();
+  const client = await openSession(database);
   try {
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
     try {
@@ -83,8 +83,35 @@ export async function applyMigrations(
       await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
     }
   } finally {
-    await client.end();
+    await client.close();
   }
+}
+
+/** One connection that runs SQL scripts and parameterized statements. */
+interface SqlSession {
+  query<R>(sql: string, params?: unknown[]): Promise<{ rows: R[] }>;
+  /** Runs a script of several statements. */
+  exec(sql: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+async function openSession(database: string | DatabaseConnection): Promise<SqlSession> {
+  if (typeof database !== 'string' && database.kind === 'embedded') {
+    const { pglite } = database;
+    // The embedded database is the process's one connection: borrowed, never closed here.
+    return {
+      query: (sql, params) => pglite.query(sql, params),
+      exec: async (sql) => void (await pglite.exec(sql)),
+      close: async () => {},
+    };
+  }
+  const client = new pg.Client({ connectionString: typeof database === 'string' ? database : database.url });
+  await client.connect();
+  return {
+    query: async <R>(sql: string, params?: unknown[]) => ({ rows: (await client.query(sql, params)).rows as R[] }),
+    exec: async (sql) => void (await client.query(sql)),
+    close: () => client.end(),
+  };
 }
 
 async function readMigrations(dir: string): Promise<Migration[]> {
@@ -105,7 +132,7 @@ async function readMigrations(dir: string): Promise<Migration[]> {
   );
 }
 
-async function appliedMigrations(client: pg.Client): Promise<Map<string, AppliedRow>> {
+async function appliedMigrations(client: SqlSession): Promise<Map<string, AppliedRow>> {
   const { rows } = await client.query<AppliedRow>(
     'SELECT migration_name, checksum, finished_at, rolled_back_at FROM "_prisma_migrations" ORDER BY started_at',
   );
@@ -122,11 +149,11 @@ async function appliedMigrations(client: pg.Client): Promise<Map<string, Applied
   return applied;
 }
 
-async function applyOne(client: pg.Client, migration: Migration): Promise<void> {
+async function applyOne(client: SqlSession, migration: Migration): Promise<void> {
   await client.query('BEGIN');
   try {
     const startedAt = new Date();
-    await client.query(migration.sql);
+    await client.exec(migration.sql);
     await client.query(
       `INSERT INTO "_prisma_migrations" (id, checksum, finished_at, migration_name, started_at, applied_steps_count)
        VALUES ($1, $2, now(), $3, $4, 1)`,

@@ -1,4 +1,4 @@
-/** How often each limit refused a key's calls (the spec's `limitHits`). */
+/** How often each limit refused a key's calls (`limitHits` in docs/api.md). */
 export interface LimitHitCounts {
   readonly rate: bigint;
   readonly concurrency: bigint;

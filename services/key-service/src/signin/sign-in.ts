@@ -4,7 +4,7 @@ import type { SignInChallenge, SignInChallenges } from './sign-in-challenges.js'
 import type { AuthenticatedWallet, SignInTokens } from './sign-in-tokens.js';
 import type { SignedMessageVerifier } from './signed-message-verifier.js';
 
-/** The spec's sign-in result (plus the address, so a client need not decode the token). */
+/** The sign-in result of docs/api.md (plus the address, so a client need not decode the token). */
 export interface SignInResult {
   readonly token: string;
   readonly expiresAt: Date;

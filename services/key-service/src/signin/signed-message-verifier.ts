@@ -9,9 +9,9 @@ const SIGNATURE_SHAPE = /^0x[0-9a-fA-F]{130}$/;
 const MAX_MESSAGE_LENGTH = 4096;
 
 /**
- * Checks a signed EIP-4361 message the way the spec asks: fields against configuration, times with a small
- * clock skew, the `personal_sign` signature of an externally owned account, and last the nonce, spent only
- * by a message that is otherwise fully valid.
+ * Checks a signed EIP-4361 message the way docs/api.md describes: fields against configuration, times
+ * with a small clock skew, the `personal_sign` signature of an externally owned account, and last the
+ * nonce, spent only by a message that is otherwise fully valid.
  *
  * siwe parses the message (its ABNF parser); the checks are ours, because `SiweMessage.verify` compares
  * only the fields it is handed, has no clock skew, and writes to the console on a malformed signature.

@@ -50,7 +50,7 @@ export async function startReplica(options: HarnessOptions): Promise<KeyServiceR
     OUTBOX_POLL_INTERVAL: '200ms',
     ...options.env,
   });
-  const db = openDatabase({ url: options.databaseUrl, poolSize: config.DATABASE_POOL_SIZE });
+  const db = openDatabase({ connection: options.databaseUrl, poolSize: config.DATABASE_POOL_SIZE });
   const ownBus = options.bus === undefined;
   const bus = options.bus ?? new EmbeddedEventBus();
   const service = buildKeyService({

@@ -48,9 +48,9 @@ class LinkRefusedError extends Error {
 }
 
 /**
- * The worker's end of the WorkerLink (PROTOCOL section 4): dials, proves its address by signing the
- * challenge, heartbeats its offer, streams answer frames, re-sends every final the orchestrator has
- * not acknowledged as committed, and redials with backoff whenever the link drops.
+ * The worker's end of the WorkerLink (docs/protocol.md, Worker link): dials, proves its address by
+ * signing the challenge, heartbeats its offer, streams answer frames, re-sends every final the
+ * orchestrator has not acknowledged as committed, and redials with backoff whenever the link drops.
  */
 export class WorkerLink implements AnswerChannel {
   readonly #options: WorkerLinkOptions;

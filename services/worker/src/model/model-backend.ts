@@ -1,4 +1,4 @@
-/** One turn of the conversation a prompt carries (PROTOCOL section 3: content is plain text). */
+/** One turn of the conversation a prompt carries (docs/protocol.md, Encryption: content is plain text). */
 export interface ConversationMessage {
   readonly role: string;
   readonly content: string;

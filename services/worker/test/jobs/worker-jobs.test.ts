@@ -8,9 +8,10 @@ import {
   isFinalAnswerSignedBy,
   responseHashOf,
 } from '@svc/chain';
+import { useDevnet } from '@svc/testkit';
 import { connectWorkerChain } from '../../src/chain/worker-chain.js';
 import { deterministicAnswer, restartedDeterministicAnswer } from '../../src/model/index.js';
-import { MODEL, OTHER_MODEL, useDevnet } from '../support/devnet.js';
+import { DEPLOYED_MODELS, MODEL, OTHER_MODEL } from '../support/models.js';
 import { ServiceSide, type SubmittedJob } from '../support/service-side.js';
 import {
   fundedWorkerWallet,
@@ -20,7 +21,7 @@ import {
   type TestWorker,
 } from '../support/worker-harness.js';
 
-const devnet = useDevnet({ warmBlobs: true, protocol: { jobTimeoutSeconds: 12 } });
+const devnet = useDevnet({ models: DEPLOYED_MODELS, warmBlobs: true, protocol: { jobTimeoutSeconds: 12 } });
 let service: ServiceSide;
 let primary: TestWorker;
 let sessionId: bigint;

@@ -10,10 +10,11 @@ import {
   responseHashOf,
   signFinalAnswer,
 } from '@svc/chain';
+import { useDevnet, waitUntil } from '@svc/testkit';
 import { FinalAnswerJournal } from '../../src/jobs/final-answer-journal.js';
 import { deterministicAnswer } from '../../src/model/index.js';
-import { MODEL, useDevnet } from '../support/devnet.js';
-import { ServiceSide, waitUntil } from '../support/service-side.js';
+import { DEPLOYED_MODELS, MODEL } from '../support/models.js';
+import { ServiceSide } from '../support/service-side.js';
 import {
   fundedWorkerWallet,
   makeDataDir,
@@ -22,7 +23,7 @@ import {
   type TestWorker,
 } from '../support/worker-harness.js';
 
-const devnet = useDevnet({ warmBlobs: true, protocol: { jobTimeoutSeconds: 30 } });
+const devnet = useDevnet({ models: DEPLOYED_MODELS, warmBlobs: true, protocol: { jobTimeoutSeconds: 30 } });
 let service: ServiceSide;
 let current: TestWorker | undefined;
 let dataDir: string;
@@ -77,7 +78,7 @@ describe('restart recovery', () => {
           () => false,
         ),
       (exists) => !exists,
-      5_000,
+      { what: 'the session key file deleted', timeoutMs: 5_000 },
     );
     expect(current.worker.status().heldSessions).toBe(0);
   });

@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { Wallet } from 'ethers';
 import { createLogger } from '@svc/platform';
+import { waitUntil } from '@svc/testkit';
 import {
   HintOutcome,
   JobErrorReason,
@@ -9,7 +10,6 @@ import {
 import { FinalAnswerJournal, type SignedFinalAnswer } from '../../src/jobs/final-answer-journal.js';
 import { backoffDelayMs } from '../../src/link/backoff.js';
 import { WorkerLink } from '../../src/link/worker-link.js';
-import { waitUntil } from '../support/service-side.js';
 import { TestLinkServer } from '../support/test-link-server.js';
 import { makeDataDir, removeDataDir } from '../support/worker-harness.js';
 
@@ -88,7 +88,7 @@ describe('WorkerLink', () => {
     await waitUntil(
       async () => server.framesOf('heartbeat').length,
       (count) => count >= 2,
-      5_000,
+      { what: 'two heartbeats', timeoutMs: 5_000 },
     );
     expect(server.verifiedWorkers).toEqual([wallet.address]);
     expect(server.framesOf('hello')[0]).toMatchObject({
@@ -105,14 +105,14 @@ describe('WorkerLink', () => {
 
   it('streams chunks, finals and job errors once welcomed', async () => {
     const active = startLink();
-    await waitUntil(async () => active.connected, Boolean, 5_000);
+    await waitUntil(async () => active.connected, Boolean, { what: 'the link connected', timeoutMs: 5_000 });
     active.sendDelta({ jobId: 9n, attempt: 1, seq: 1, frame: new Uint8Array([7]) });
     active.sendFinal(savedFinal(9n, false));
     active.sendError(10n, 2, 'wrong_model');
     await waitUntil(
       async () => server.framesOf('jobError').length,
       (count) => count === 1,
-      5_000,
+      { what: 'the job error', timeoutMs: 5_000 },
     );
     expect(server.framesOf('chunk')).toEqual([
       expect.objectContaining({ jobId: '9', attempt: 1, seq: 1, sealedDelta: new Uint8Array([7]) }),
@@ -128,7 +128,7 @@ describe('WorkerLink', () => {
 
   it('answers hints with an acknowledgement', async () => {
     const active = startLink();
-    await waitUntil(async () => active.connected, Boolean, 5_000);
+    await waitUntil(async () => active.connected, Boolean, { what: 'the link connected', timeoutMs: 5_000 });
     server.send({ frame: { case: 'sessionOpened', value: { hintId: 'h1', sessionId: '12', model: 'm' } } });
     server.send({ frame: { case: 'sessionOpened', value: { hintId: 'h2', sessionId: '13', model: 'm' } } });
     server.send({
@@ -140,7 +140,7 @@ describe('WorkerLink', () => {
     await waitUntil(
       async () => server.framesOf('hintAck').length,
       (count) => count === 3,
-      5_000,
+      { what: 'three hint acknowledgements', timeoutMs: 5_000 },
     );
     const outcomes = Object.fromEntries(server.framesOf('hintAck').map((ack) => [ack.hintId, ack.outcome]));
     expect(outcomes).toEqual({
@@ -158,19 +158,19 @@ describe('WorkerLink', () => {
     await waitUntil(
       async () => server.framesOf('finalAnswer').length,
       (count) => count === 2,
-      5_000,
+      { what: 'the two saved finals', timeoutMs: 5_000 },
     );
 
     server.dropAll();
     await waitUntil(
       async () => server.verifiedWorkers.length,
       (count) => count === 2,
-      5_000,
+      { what: 'the reconnect', timeoutMs: 5_000 },
     );
     await waitUntil(
       async () => server.framesOf('finalAnswer').length,
       (count) => count === 4,
-      5_000,
+      { what: 'the finals sent again', timeoutMs: 5_000 },
     );
     expect(active.connected).toBe(true);
 
@@ -179,7 +179,7 @@ describe('WorkerLink', () => {
     await waitUntil(
       () => journal.all(),
       (left) => left.length === 1,
-      5_000,
+      { what: 'the committed final out of the journal', timeoutMs: 5_000 },
     );
     expect((await journal.all()).map((answer) => answer.jobId)).toEqual([22n]);
   });
@@ -190,11 +190,14 @@ describe('WorkerLink', () => {
     await waitUntil(
       async () => server.framesOf('hello').length,
       (count) => count >= 2,
-      5_000,
+      { what: 'a second hello', timeoutMs: 5_000 },
     );
     expect(active.connected).toBe(false);
     server.refuseWith = undefined;
-    await waitUntil(async () => active.connected, Boolean, 5_000);
+    await waitUntil(async () => active.connected, Boolean, {
+      what: 'the link connected once accepted',
+      timeoutMs: 5_000,
+    });
   });
 
   it('does not serve an orchestrator of another chain', async () => {
@@ -202,7 +205,7 @@ describe('WorkerLink', () => {
     await waitUntil(
       async () => server.verifiedWorkers.length,
       (count) => count >= 2,
-      5_000,
+      { what: 'a second dial', timeoutMs: 5_000 },
     );
     expect(server.framesOf('heartbeat')).toHaveLength(0);
   });

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/glo
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { waitFor } from '@svc/testkit';
 import { ModelGenerationError, OpenAiUpstream, type GenerationEvent } from '../../src/model/index.js';
 
 /** What the fake upstream does with the next request. */
@@ -151,7 +152,7 @@ describe('OpenAiUpstream', () => {
     expect(events).toEqual([{ kind: 'text', text: 'one' }]);
     expect(error).toBeInstanceOf(ModelGenerationError);
     expect((error as Error).message).toContain('silent');
-    await waitFor(() => closedEarly.length === 1);
+    await waitFor(() => closedEarly.length === 1 || undefined, { what: 'the upstream request closed' });
     expect(closedEarly).toEqual([true]);
   });
 
@@ -172,11 +173,7 @@ describe('OpenAiUpstream', () => {
     })();
     await expect(pending).rejects.toThrow('job deadline');
     expect(events).toHaveLength(1);
-    await waitFor(() => closedEarly.length === 1);
+    await waitFor(() => closedEarly.length === 1 || undefined, { what: 'the upstream request closed' });
     expect(closedEarly).toEqual([true]);
   });
 });
-
-async function waitFor(condition: () => boolean): Promise<void> {
-  for (let i = 0; i < 200 && !condition(); i += 1) await new Promise((resolve) => setTimeout(resolve, 10));
-}

@@ -2,22 +2,20 @@ import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { parseEther, Wallet } from 'ethers';
 import { modelIdOf } from '@svc/contracts';
 import { createLogger } from '@svc/platform';
-import { ChainClock } from '@svc/anvil';
+import { useDevnet } from '@svc/testkit';
 import { connectWorkerChain, type WorkerChain } from '../../src/chain/worker-chain.js';
 import {
   WorkerDeregisteredError,
   ensureWorkerRegistered,
 } from '../../src/registration/worker-registration.js';
-import { MODEL, OTHER_MODEL, useDevnet } from '../support/devnet.js';
+import { DEPLOYED_MODELS, MODEL, OTHER_MODEL } from '../support/models.js';
 
-const devnet = useDevnet();
+const devnet = useDevnet({ models: DEPLOYED_MODELS, snapshots: true });
 const logger = createLogger({ service: 'worker-test', level: 'fatal' });
-let snapshot: string;
 let worker: WorkerChain;
 
 beforeEach(async () => {
   const { provider, deployment, wallet } = devnet();
-  snapshot = await new ChainClock(provider).snapshot();
   const key = Wallet.createRandom();
   await (await wallet(1).sendTransaction({ to: key.address, value: parseEther('10') })).wait();
   worker = connectWorkerChain({
@@ -31,7 +29,6 @@ beforeEach(async () => {
 
 afterEach(async () => {
   await worker.close();
-  await new ChainClock(devnet().provider).revert(snapshot);
 });
 
 function register(models: string[], stakeWei = parseEther('1')) {

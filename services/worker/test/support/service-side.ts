@@ -12,6 +12,7 @@ import {
 } from '@svc/chain';
 import { connectJobRegistry, modelIdOf, type Deployment } from '@svc/contracts';
 import { sendWithBlobs } from '@svc/anvil';
+import { waitUntil as testkitWaitUntil } from '@svc/testkit';
 
 export interface SubmittedJob {
   jobId: bigint;
@@ -66,10 +67,10 @@ export class ServiceSide {
 
   /** Waits until the worker claimed the session; returns its session public key. */
   async waitForClaim(sessionId: bigint, timeoutMs = 15_000): Promise<Uint8Array> {
-    const session = await waitUntil(
+    const session = await testkitWaitUntil(
       () => this.chain.getSession(sessionId),
       (current) => current.state === SessionState.Active,
-      timeoutMs,
+      { what: `session ${sessionId} claimed`, timeoutMs, intervalMs: 50 },
     );
     return getBytes(session.publicKey);
   }
@@ -107,24 +108,22 @@ export class ServiceSide {
 
   /** Waits until the job left `Submitted` (completed or failed). */
   waitForOutcome(jobId: bigint, timeoutMs = 20_000): Promise<Job> {
-    return waitUntil(
+    return testkitWaitUntil(
       () => this.chain.getJob(jobId),
       (job) => job.state !== JobState.Submitted,
-      timeoutMs,
+      { what: `job ${jobId} completed or failed`, timeoutMs, intervalMs: 50 },
     );
   }
 }
 
-export async function waitUntil<T>(
+/**
+ * The positional form worker-process.test.ts still imports; every other suite calls @svc/testkit's
+ * `waitUntil` itself. Goes when that test does too.
+ */
+export function waitUntil<T>(
   read: () => Promise<T>,
   done: (value: T) => boolean,
   timeoutMs: number,
 ): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (Date.now() > until) throw new Error(`condition not met within ${timeoutMs} ms: ${String(value)}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  return testkitWaitUntil(read, done, { what: 'the condition', timeoutMs });
 }

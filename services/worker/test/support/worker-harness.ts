@@ -4,13 +4,13 @@ import { join } from 'node:path';
 import { parseEther, Wallet } from 'ethers';
 import { AnvilBlobSource } from '@svc/chain';
 import { createLogger } from '@svc/platform';
+import type { Devnet } from '@svc/testkit';
 import type { AnswerChannel } from '../../src/jobs/answer-channel.js';
 import type { DeltaFrame } from '../../src/jobs/answer-stream.js';
 import type { SignedFinalAnswer } from '../../src/jobs/final-answer-journal.js';
 import { DeterministicModel } from '../../src/model/index.js';
 import type { ModelBackend } from '../../src/model/model-backend.js';
 import { startWorker, type RunningWorker, type WorkerSettings } from '../../src/service.js';
-import type { Devnet } from './devnet.js';
 import { MODEL, OTHER_MODEL } from './models.js';
 
 export const TEST_PASSWORD = 'worker test password';

@@ -3,7 +3,8 @@
 /* eslint-disable */
 
 // The ways a caller can pay for a completion, as listed in `error.accepts` of a 402 and in the x402
-// `PAYMENT-REQUIRED` header (PROTOCOL sections 5 and 6). Clients tell the entries apart by `scheme`.
+// `PAYMENT-REQUIRED` header (docs/protocol.md, Per-call payment and The delegate-path 402). Clients tell
+// the entries apart by `scheme`.
 
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
@@ -55,7 +56,8 @@ export const PaymentOptionSchema: GenMessage<PaymentOption> = /*@__PURE__*/
   messageDesc(file_svc_common_v1_payment_option, 0);
 
 /**
- * What a wallet must do on chain so the service can pay its API-key calls (PROTOCOL section 6).
+ * What a wallet must do on chain so the service can pay its API-key calls (docs/protocol.md, The
+ * delegate-path 402).
  *
  * @generated from message svc.common.v1.DelegatePaymentOption
  */

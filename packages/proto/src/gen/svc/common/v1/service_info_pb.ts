@@ -18,7 +18,7 @@ export const file_svc_common_v1_service_info: GenFile = /*@__PURE__*/
   fileDesc("CiBzdmMvY29tbW9uL3YxL3NlcnZpY2VfaW5mby5wcm90bxINc3ZjLmNvbW1vbi52MSK2AQoLU2VydmljZUluZm8SDgoGam9iX2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSJwoHdHhfaGFzaBgDIAEoCzIWLnN2Yy5jb21tb24udjEuQnl0ZXMzMhImCgZ3b3JrZXIYBCABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSHQoQZHJvcHBlZF9tZXNzYWdlcxgFIAEoDUgAiAEBQhMKEV9kcm9wcGVkX21lc3NhZ2VzYgZwcm90bzM", [file_svc_common_v1_chain]);
 
 /**
- * The spec's `service` object: which on-chain job answered a completion and where it ran.
+ * The `service` object of docs/api.md: which on-chain job answered a completion and where it ran.
  *
  * @generated from message svc.common.v1.ServiceInfo
  */

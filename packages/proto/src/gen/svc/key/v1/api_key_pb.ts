@@ -19,7 +19,7 @@ export const file_svc_key_v1_api_key: GenFile = /*@__PURE__*/
   fileDesc("ChhzdmMva2V5L3YxL2FwaV9rZXkucHJvdG8SCnN2Yy5rZXkudjEijwIKBkFwaUtleRIKCgJpZBgBIAEoCRIOCgZwcmVmaXgYAiABKAkSDAoEbmFtZRgDIAEoCRIpCg1zcGVuZF9jYXBfd2VpGAQgASgLMhIuc3ZjLmNvbW1vbi52MS5XZWkSJQoJc3BlbnRfd2VpGAUgASgLMhIuc3ZjLmNvbW1vbi52MS5XZWkSKQoKbGltaXRfaGl0cxgGIAEoCzIVLnN2Yy5rZXkudjEuTGltaXRIaXRzEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlgKCUxpbWl0SGl0cxIMCgRyYXRlGAEgASgEEhMKC2NvbmN1cnJlbmN5GAIgASgEEhEKCXNwZW5kX2NhcBgDIAEoBBIVCg1zZXNzaW9uX29wZW5zGAQgASgEKpABCglMaW1pdEtpbmQSGgoWTElNSVRfS0lORF9VTlNQRUNJRklFRBAAEhMKD0xJTUlUX0tJTkRfUkFURRABEhoKFkxJTUlUX0tJTkRfQ09OQ1VSUkVOQ1kQAhIYChRMSU1JVF9LSU5EX1NQRU5EX0NBUBADEhwKGExJTUlUX0tJTkRfU0VTU0lPTl9PUEVOUxAEKmEKC0FwaUtleVN0YXRlEh0KGUFQSV9LRVlfU1RBVEVfVU5TUEVDSUZJRUQQABIYChRBUElfS0VZX1NUQVRFX0FDVElWRRABEhkKFUFQSV9LRVlfU1RBVEVfUkVWT0tFRBACYgZwcm90bzM", [file_google_protobuf_timestamp, file_svc_common_v1_chain]);
 
 /**
- * A key as listed (the spec's "API key (as listed)"); never carries the full key.
+ * A key as listed (docs/api.md, API key resource); never carries the full key.
  *
  * @generated from message svc.key.v1.ApiKey
  */
@@ -89,7 +89,7 @@ export const ApiKeySchema: GenMessage<ApiKey> = /*@__PURE__*/
   messageDesc(file_svc_key_v1_api_key, 0);
 
 /**
- * The spec's `limitHits`: per limit, how many calls of the key it refused.
+ * The `limitHits` of docs/api.md: per limit, how many calls of the key it refused.
  *
  * @generated from message svc.key.v1.LimitHits
  */

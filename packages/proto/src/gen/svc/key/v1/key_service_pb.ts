@@ -45,7 +45,7 @@ export const CreateChallengeRequestSchema: GenMessage<CreateChallengeRequest> = 
   messageDesc(file_svc_key_v1_key_service, 0);
 
 /**
- * A sign-in challenge (the spec's `{ nonce, message }`).
+ * A sign-in challenge (`{ nonce, message }` in docs/api.md).
  *
  * @generated from message svc.key.v1.CreateChallengeResponse
  */
@@ -108,7 +108,7 @@ export const VerifySignInRequestSchema: GenMessage<VerifySignInRequest> = /*@__P
   messageDesc(file_svc_key_v1_key_service, 2);
 
 /**
- * The spec's sign-in result.
+ * The sign-in result of docs/api.md.
  *
  * @generated from message svc.key.v1.VerifySignInResponse
  */

@@ -173,7 +173,8 @@ export type RunCompletionRequest = Message<"svc.orchestrator.v1.RunCompletionReq
   messages: ChatMessage[];
 
   /**
-   * The spec's `conversation_id` (up to 64 characters): prefer the session that last served it; empty for none.
+   * The `conversation_id` of docs/api.md (up to 64 characters): prefer the session that last served it;
+   * empty for none.
    *
    * @generated from field: string conversation_id = 6;
    */

@@ -2,8 +2,9 @@
 // @generated from file svc/orchestrator/v1/worker_link.proto (package svc.orchestrator.v1, syntax proto3)
 /* eslint-disable */
 
-// The worker link (PROTOCOL section 4): the one bidirectional stream over which a worker proves its address,
-// reports its capacity, hears about sessions and jobs for it, and streams encrypted answers.
+// The worker link (docs/protocol.md, Worker link): the one bidirectional stream over which a worker
+// proves its address, reports its capacity, hears about sessions and jobs for it, and streams encrypted
+// answers.
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
@@ -335,7 +336,7 @@ export const WorkerHeartbeatSchema: GenMessage<WorkerHeartbeat> = /*@__PURE__*/
   messageDesc(file_svc_orchestrator_v1_worker_link, 6);
 
 /**
- * A piece of an answer (PROTOCOL section 3: kind 1, sealed under the prompt's reply key).
+ * A piece of an answer (docs/protocol.md, Encryption: kind 1, sealed under the prompt's reply key).
  *
  * @generated from message svc.orchestrator.v1.AnswerChunk
  */

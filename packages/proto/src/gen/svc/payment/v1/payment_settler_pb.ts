@@ -2,9 +2,9 @@
 // @generated from file svc/payment/v1/payment_settler.proto (package svc.payment.v1, syntax proto3)
 /* eslint-disable */
 
-// The payment-settler: x402 version 2, scheme `prepaid-debit` (PROTOCOL section 5). It states the payment
-// requirements, verifies `PAYMENT-SIGNATURE` payloads, reserves their nonces, and sends the settlement
-// transaction that debits the payer and submits the job in one go (`submitJobWithDebit`).
+// The payment-settler: x402 version 2, scheme `prepaid-debit` (docs/protocol.md, Per-call payment). It
+// states the payment requirements, verifies `PAYMENT-SIGNATURE` payloads, reserves their nonces, and sends
+// the settlement transaction that debits the payer and submits the job in one go (`submitJobWithDebit`).
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
@@ -332,7 +332,8 @@ export type SettlePaymentRequest = Message<"svc.payment.v1.SettlePaymentRequest"
   sessionId: string;
 
   /**
-   * The encrypted prompt wire bytes (PROTOCOL section 3), at most 126,972; framed into the transaction's blob.
+   * The encrypted prompt wire bytes (docs/protocol.md, Encryption), at most 126,972; framed into the
+   * transaction's blob.
    *
    * @generated from field: bytes prompt_wire = 3;
    */

@@ -1,0 +1,21 @@
+// The runner: `svc-server --target <all|key-service|gateway|worker> [--reset]`. `npm start` runs
+// `--target all`; a container runs one service. `--reset` empties STATE_DIR first (the embedded
+// database, the devnet chain and the workers' data), to start from scratch.
+import { parseCommandLine, runMain } from '@svc/runtime';
+import { targets } from './targets.js';
+
+const USAGE = `Usage: svc-server [--target <${Object.keys(targets).join('|')}>] [--reset]\n`;
+
+let commandLine;
+try {
+  commandLine = parseCommandLine(process.argv.slice(2));
+} catch (error) {
+  process.stderr.write(`${(error as Error).message}\n${USAGE}`);
+  process.exit(2);
+}
+const target = targets[commandLine.target ?? 'all'];
+if (!target) {
+  process.stderr.write(`unknown target "${commandLine.target}"\n${USAGE}`);
+  process.exit(2);
+}
+await runMain(target, { reset: commandLine.reset });

@@ -1,0 +1,68 @@
+import { fileURLToPath } from 'node:url';
+import { devnetConfigShape } from '@svc/devnet';
+import { env, type ConfigOf } from '@svc/platform';
+
+/** Local state of a checkout (embedded database, devnet chain, worker data), whichever directory runs it. */
+export const DEFAULT_STATE_DIR = fileURLToPath(new URL('../../../.dev', import.meta.url));
+
+/**
+ * The settings of the runner itself, the same for every target: logging, the process's gRPC server,
+ * and the shared dependencies. Each dependency has an embedded default used while its URL is unset.
+ */
+export const runtimeConfigShape = {
+  LOG_LEVEL: env.oneOf({
+    doc: 'Least severe log level written.',
+    values: ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const,
+    default: 'info',
+  }),
+  STATE_DIR: env.string({
+    doc: 'Directory of local state: the embedded database, the devnet chain, the all-in-one workers. `--reset` empties it. Relative paths are from the working directory.',
+    default: DEFAULT_STATE_DIR,
+    defaultText: '<checkout>/.dev',
+  }),
+  GRPC_HOST: env.string({
+    doc: "Interface of this process's gRPC server (the services it runs, and grpc.health.v1). Expose it only to the other services (Kubernetes: 0.0.0.0 behind a NetworkPolicy).",
+    default: '127.0.0.1',
+  }),
+  GRPC_PORT: env.port({
+    doc: "Port of this process's gRPC server; 0 picks a free one (the all-in-one target does when unset).",
+    default: 50051,
+  }),
+
+  DATABASE_URL: env.url({
+    doc: 'PostgreSQL connection URL; unset runs an embedded PostgreSQL (PGlite) in the process, its data under STATE_DIR/postgres.',
+    protocols: ['postgres', 'postgresql'],
+    secret: true,
+  }),
+  REDIS_URL: env.url({
+    doc: 'Redis shared by every replica (limits, nonces, revocation markers, presence, frame streams); unset uses an in-memory store in the process.',
+    protocols: ['redis', 'rediss'],
+    secret: true,
+  }),
+  STORE_NAMESPACE: env.string({
+    doc: 'Key prefix in Redis; every service of one deployment uses the same one.',
+    default: 'svc',
+  }),
+  KAFKA_BROKERS: env.optionalString({
+    doc: 'Kafka brokers (host:port, comma-separated) for key and job lifecycle events; unset uses an in-process bus.',
+  }),
+  KAFKA_CLIENT_ID: env.optionalString({ doc: 'Kafka client id. Default: `svc-<target>`.' }),
+
+  RPC_URL: env.url({
+    doc: 'JSON-RPC endpoint of the chain; unset starts a local anvil devnet whose state is kept under STATE_DIR/chain.',
+    protocols: ['http', 'https'],
+  }),
+  CHAIN_ID: env.optionalInt({
+    doc: 'EIP-155 chain id; checked against RPC_URL when both are set. Default: the chain’s own (31337 for the devnet).',
+    min: 1,
+  }),
+  JOB_REGISTRY_ADDRESS: env.optionalString({
+    doc: 'JobRegistry address on RPC_URL; unset reads the contracts from DEVNET_FILE.',
+  }),
+  WORKER_REGISTRY_ADDRESS: env.optionalString({
+    doc: 'WorkerRegistry address on RPC_URL; unset reads the contracts from DEVNET_FILE.',
+  }),
+  ...devnetConfigShape,
+};
+
+export type RuntimeConfig = ConfigOf<typeof runtimeConfigShape>;

@@ -1,0 +1,13 @@
+export {
+  defineModule,
+  type Dependency,
+  type ModuleDependencies,
+  type ServiceInstance,
+  type ServiceModule,
+  type SharedDependencies,
+} from './module.js';
+export { runTarget, type RunningTarget, type RunOptions, type Target, type Unit } from './runner.js';
+export { parseCommandLine, runMain, type CommandLine } from './main.js';
+export { DEFAULT_STATE_DIR, runtimeConfigShape, type RuntimeConfig } from './config.js';
+export type { ChainConnection } from './dependencies/chain.js';
+export type { DatabaseConnection } from './dependencies/database.js';

@@ -1,0 +1,57 @@
+import type { ConfigOf, ConfigShape, EventBus, Logger, Store } from '@svc/platform';
+import type { GrpcServer } from '@svc/proto';
+import type { ChainConnection } from './dependencies/chain.js';
+import type { DatabaseConnection } from './dependencies/database.js';
+
+/** What the runner opens once per process and hands to every module that names it. */
+export interface SharedDependencies {
+  /** Rate windows, leases, nonces, presence, frame streams: Redis, or the in-memory store. */
+  readonly store: Store;
+  /** Key and job lifecycle events: Kafka, or the in-process bus. */
+  readonly bus: EventBus;
+  /** PostgreSQL: a server by URL, or the embedded PGlite. */
+  readonly database: DatabaseConnection;
+  /** The chain: an RPC endpoint with the contracts, or the local devnet. */
+  readonly chain: ChainConnection;
+  /** The process's one gRPC server (with grpc.health.v1); modules add their services to it. */
+  readonly grpc: GrpcServer;
+}
+
+export type Dependency = keyof SharedDependencies;
+
+/** What a module's `build` receives: its own logger and state directory, and what it named in `needs`. */
+export type ModuleDependencies<D extends Dependency> = Pick<SharedDependencies, D> & {
+  readonly logger: Logger;
+  /** Where this process keeps local state (the embedded database, the devnet, worker data). */
+  readonly stateDir: string;
+};
+
+/** A built service. All start-up I/O happens in `start`; `stop` undoes it and is safe after a failed start. */
+export interface ServiceInstance {
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * One service, as every entry point composes it (the single-binary pattern of Grafana Loki): a name
+ * that is its target, the typed configuration it reads, the shared dependencies it needs, and a
+ * `build` with no side effects.
+ */
+export interface ServiceModule<S extends ConfigShape = ConfigShape, D extends Dependency = Dependency> {
+  readonly name: string;
+  readonly configShape: S;
+  readonly needs: readonly D[];
+  /**
+   * Settings that hold another target's gRPC address, by target name (`KEY_SERVICE_ADDRESS:
+   * 'key-service'`). When that target runs in the same process, the runner points them at it.
+   */
+  readonly peers?: Readonly<Record<string, string>>;
+  build(config: ConfigOf<S>, dependencies: ModuleDependencies<D>): ServiceInstance;
+}
+
+/** Declares a module; only a typing aid, so `build` sees exactly the dependencies it names. */
+export function defineModule<S extends ConfigShape, D extends Dependency>(
+  module: ServiceModule<S, D>,
+): ServiceModule<S, D> {
+  return module;
+}

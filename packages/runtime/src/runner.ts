@@ -1,0 +1,223 @@
+import { rmSync } from 'node:fs';
+import { isAbsolute, join, resolve } from 'node:path';
+import {
+  ConfigError,
+  createLogger,
+  createServiceGrpcServer,
+  loadConfig,
+  type ConfigShape,
+  type Logger,
+} from '@svc/platform';
+import { runtimeConfigShape, type RuntimeConfig } from './config.js';
+import { openChain } from './dependencies/chain.js';
+import { openDatabase } from './dependencies/database.js';
+import { openEventBus } from './dependencies/event-bus.js';
+import { openStore } from './dependencies/store.js';
+import type { Dependency, ServiceInstance, ServiceModule, SharedDependencies } from './module.js';
+
+/** One module to run, possibly several times in one process (the all-in-one target's workers). */
+export interface Unit {
+  readonly module: ServiceModule;
+  /** Distinguishes instances of one module in logs (`worker-1`); default: the module's name. */
+  readonly name?: string;
+  /** Settings of this instance only, over the process's environment. */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Defaults of this instance only, under the process's environment. */
+  readonly defaults?: Readonly<Record<string, string>>;
+}
+
+/** What one process runs: a single service (a container), or `all` (`npm start`). */
+export interface Target {
+  readonly name: string;
+  /** The modules it runs; together they decide which shared dependencies are opened. */
+  readonly modules: readonly ServiceModule[];
+  /** Defaults of this target, under the environment (the all-in-one target binds gRPC to a free port). */
+  readonly defaults?: Readonly<Record<string, string>>;
+  /** Settings derived from the environment before any module reads it (PUBLIC_URL from PORT). */
+  readonly derive?: (env: Readonly<Record<string, string | undefined>>) => Record<string, string>;
+  /** The instances to run once the dependencies are open; default one per module. */
+  readonly units?: (dependencies: Partial<SharedDependencies>, runtime: RuntimeConfig) => Unit[];
+  /** The all-in-one target: creates a missing database on DATABASE_URL's server. */
+  readonly allInOne?: boolean;
+}
+
+export interface RunOptions {
+  readonly env?: NodeJS.ProcessEnv;
+  /** Empties STATE_DIR before starting (`--reset`). */
+  readonly reset?: boolean;
+  readonly logger?: Logger;
+}
+
+export interface RunningTarget {
+  readonly target: string;
+  readonly logger: Logger;
+  readonly dependencies: Partial<SharedDependencies>;
+  /** `host:port` of the process's gRPC server, when one runs. */
+  readonly grpcAddress: string | undefined;
+  readonly stateDir: string;
+  /** Stops every instance (last started first), then the shared dependencies; safe to call twice. */
+  stop(): Promise<void>;
+}
+
+type Closer = { name: string; close: () => Promise<void> };
+
+/**
+ * Runs a target: opens the shared dependencies its modules need (each with its embedded default),
+ * loads every module's configuration from one environment, builds each module, then starts them in
+ * order. A failed start stops what did start and closes what was opened, then rethrows.
+ */
+export async function runTarget(target: Target, options: RunOptions = {}): Promise<RunningTarget> {
+  const started = Date.now();
+  const userEnv = options.env ?? process.env;
+  const baseEnv: Record<string, string | undefined> = { ...target.defaults, ...withoutEmpty(userEnv) };
+  Object.assign(baseEnv, target.derive?.(baseEnv));
+  const runtime = loadConfig(runtimeConfigShape, baseEnv);
+  const logger = options.logger ?? createLogger({ service: target.name, level: runtime.LOG_LEVEL });
+  const stateDir = isAbsolute(runtime.STATE_DIR) ? runtime.STATE_DIR : resolve(runtime.STATE_DIR);
+  if (options.reset) {
+    rmSync(stateDir, { recursive: true, force: true });
+    logger.info({ stateDir }, 'state reset: starting from scratch');
+  }
+
+  const closers: Closer[] = [];
+  const closeAll = once(async () => {
+    for (const { name, close } of closers.reverse()) {
+      try {
+        await close();
+      } catch (error) {
+        logger.error({ err: error, closer: name }, 'failed to close');
+      }
+    }
+  });
+
+  try {
+    const needs = new Set<Dependency>(target.modules.flatMap((module) => module.needs));
+    const dependencies: { -readonly [K in Dependency]?: SharedDependencies[K] } = {};
+    if (needs.has('chain')) {
+      const chain = await openChain(runtime, stateDir, logger);
+      closers.push({ name: 'chain', close: chain.close });
+      dependencies.chain = chain.connection;
+    }
+    if (needs.has('database')) {
+      const database = await openDatabase(runtime, {
+        embeddedDir: join(stateDir, 'postgres'),
+        createIfMissing: target.allInOne === true,
+        logger,
+      });
+      closers.push({ name: 'database', close: database.close });
+      dependencies.database = database.connection;
+    }
+    if (needs.has('store')) {
+      const store = openStore(runtime, logger);
+      closers.push({ name: 'store', close: () => store.close() });
+      dependencies.store = store;
+    }
+    if (needs.has('bus')) {
+      const bus = openEventBus(
+        { ...runtime, KAFKA_CLIENT_ID: runtime.KAFKA_CLIENT_ID ?? `svc-${target.name}` },
+        logger,
+      );
+      closers.push({ name: 'event bus', close: () => bus.close() });
+      dependencies.bus = bus;
+    }
+    let grpcAddress: string | undefined;
+    if (needs.has('grpc')) {
+      const grpc = createServiceGrpcServer(logger);
+      const port = await grpc.listen(`${runtime.GRPC_HOST}:${runtime.GRPC_PORT}`, { serving: false });
+      closers.push({ name: 'gRPC server', close: () => grpc.shutdown() });
+      dependencies.grpc = grpc;
+      grpcAddress = `${loopbackFor(runtime.GRPC_HOST)}:${port}`;
+    }
+
+    const env = moduleEnvironment(target, baseEnv, dependencies, grpcAddress);
+    const units = target.units?.(dependencies, runtime) ?? target.modules.map((module) => ({ module }));
+    const built = buildUnits(units, env, dependencies, options.logger, runtime, stateDir);
+    for (const { name, instance } of built) {
+      await instance.start();
+      closers.push({ name, close: () => instance.stop() });
+    }
+    dependencies.grpc?.announceServing();
+    logger.info(
+      {
+        target: target.name,
+        units: built.map(({ name }) => name),
+        grpc: grpcAddress,
+        ms: Date.now() - started,
+      },
+      `${target.name} started`,
+    );
+    return { target: target.name, logger, dependencies, grpcAddress, stateDir, stop: closeAll };
+  } catch (error) {
+    await closeAll();
+    throw error;
+  }
+}
+
+/**
+ * One environment for every module: the process's, the chain's id when a chain is open (a sign-in
+ * message must name the chain the wallets use), and peers' addresses when they run in this process.
+ */
+function moduleEnvironment(
+  target: Target,
+  baseEnv: Record<string, string | undefined>,
+  dependencies: Partial<SharedDependencies>,
+  grpcAddress: string | undefined,
+): Record<string, string | undefined> {
+  const env = { ...baseEnv };
+  if (dependencies.chain) env.CHAIN_ID = String(dependencies.chain.chainId);
+  const local = new Set(target.modules.map((module) => module.name));
+  for (const module of target.modules) {
+    for (const [setting, peer] of Object.entries(module.peers ?? {})) {
+      if (local.has(peer) && grpcAddress) env[setting] = grpcAddress;
+    }
+  }
+  return env;
+}
+
+/** Loads every unit's configuration first, so an operator sees every problem at once, then builds. */
+function buildUnits(
+  units: readonly Unit[],
+  env: Record<string, string | undefined>,
+  dependencies: Partial<SharedDependencies>,
+  parentLogger: Logger | undefined,
+  runtime: RuntimeConfig,
+  stateDir: string,
+): Array<{ name: string; instance: ServiceInstance }> {
+  const problems: string[] = [];
+  const configs = units.map((unit) => {
+    try {
+      return loadConfig(unit.module.configShape as ConfigShape, { ...unit.defaults, ...env, ...unit.env });
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error;
+      problems.push(...error.problems.map((problem) => `${unit.name ?? unit.module.name}: ${problem}`));
+      return undefined;
+    }
+  });
+  if (problems.length > 0) throw new ConfigError(problems);
+  return units.map((unit, index) => {
+    const name = unit.name ?? unit.module.name;
+    const logger =
+      parentLogger?.child({ unit: name }) ?? createLogger({ service: name, level: runtime.LOG_LEVEL });
+    const granted: Record<string, unknown> = { logger, stateDir };
+    for (const need of unit.module.needs) granted[need] = dependencies[need];
+    return { name, instance: unit.module.build(configs[index] as never, granted as never) };
+  });
+}
+
+function withoutEmpty(env: NodeJS.ProcessEnv): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(env).filter(
+      (entry): entry is [string, string] => entry[1] !== undefined && entry[1] !== '',
+    ),
+  );
+}
+
+/** The address a client in this process dials to reach a server bound to `host`. */
+function loopbackFor(host: string): string {
+  return host === '0.0.0.0' || host === '::' || host === '' ? '127.0.0.1' : host;
+}
+
+function once(action: () => Promise<void>): () => Promise<void> {
+  let result: Promise<void> | undefined;
+  return () => (result ??= action());
+}

@@ -1,0 +1,156 @@
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { JsonRpcProvider, Network, Wallet } from 'ethers';
+import { AnvilBlobSource, BeaconBlobSource, type BlobSource } from '@svc/chain';
+import { defineModule, type ChainConnection, type ServiceInstance } from '@svc/runtime';
+import type { WorkerConfig } from './config.js';
+import { workerConfigShape } from './config.js';
+import { HealthServer } from './health/health-server.js';
+import { loadOrCreateWorkerKey } from './identity/worker-keystore.js';
+import { buildModelBackend } from './model/build-model-backend.js';
+import { startWorker } from './service.js';
+import type { RunningWorker } from './worker-types.js';
+
+const SOFTWARE = 'svc-reference-worker/0.1.0';
+
+/** A running worker; `address` and `healthUrl` are known once it started. */
+export interface WorkerInstance extends ServiceInstance {
+  readonly worker: RunningWorker | undefined;
+  readonly healthUrl: string | undefined;
+}
+
+/**
+ * The reference worker as the runner runs it: its key (a secret or its keystore), registration and
+ * stake, sessions and jobs on the chain, the worker link when an orchestrator is named, and its own
+ * health and metrics server. On stop it drains (bounded by DRAIN_TIMEOUT) before it stops.
+ */
+export const workerModule = defineModule({
+  name: 'worker',
+  configShape: workerConfigShape,
+  needs: ['chain'],
+  build(config, { chain, logger, stateDir }): WorkerInstance {
+    const dataDir = config.DATA_DIR ?? join(stateDir, 'worker');
+    let provider: JsonRpcProvider | undefined;
+    let worker: RunningWorker | undefined;
+    let health: HealthServer | undefined;
+    let healthUrl: string | undefined;
+
+    async function stop(): Promise<void> {
+      if (worker) await Promise.race([worker.drain(), sleep(config.DRAIN_TIMEOUT)]);
+      await health?.close();
+      await worker?.stop();
+      provider?.destroy();
+      worker = undefined;
+      health = undefined;
+      provider = undefined;
+    }
+
+    return {
+      get worker() {
+        return worker;
+      },
+      get healthUrl() {
+        return healthUrl;
+      },
+      async start() {
+        try {
+          const wallet = await workerWallet(config, dataDir, logger);
+          provider = chainProvider(chain, config);
+          const running = await startWorker({
+            settings: workerSettings(config, dataDir),
+            provider,
+            wallet,
+            password: config.KEYSTORE_PASSWORD,
+            jobRegistryAddress: chain.contracts.jobRegistry,
+            workerRegistryAddress: chain.contracts.workerRegistry,
+            blobSource: openBlobSource(config, chain, provider),
+            model: buildModelBackend(config),
+            ...(config.ORCHESTRATOR_LINK
+              ? {
+                  link: {
+                    target: config.ORCHESTRATOR_LINK,
+                    backoff: { initialMs: config.LINK_BACKOFF_INITIAL, maxMs: config.LINK_BACKOFF_MAX },
+                    defaultHeartbeatMs: config.HEARTBEAT_INTERVAL,
+                    software: SOFTWARE,
+                  },
+                }
+              : {}),
+            logger,
+          });
+          worker = running;
+          health = new HealthServer({
+            host: config.HEALTH_HOST,
+            port: config.HEALTH_PORT,
+            metrics: running.metrics.registry,
+            notReadyBecause: () => {
+              const status = running.status();
+              if (status.draining) return 'draining';
+              if (running.link && !running.link.connected) return 'worker link down';
+              return undefined;
+            },
+          });
+          const port = await health.listen();
+          healthUrl = `http://${config.HEALTH_HOST === '0.0.0.0' ? '127.0.0.1' : config.HEALTH_HOST}:${port}`;
+          logger.info({ worker: running.address, health: healthUrl }, 'worker running');
+        } catch (error) {
+          await stop();
+          throw error;
+        }
+      },
+      stop,
+    };
+  },
+});
+
+async function workerWallet(
+  config: WorkerConfig,
+  dataDir: string,
+  logger: { warn: (o: object, m: string) => void },
+): Promise<Wallet> {
+  if (config.WORKER_PRIVATE_KEY) return new Wallet(config.WORKER_PRIVATE_KEY);
+  const key = await loadOrCreateWorkerKey({
+    path: config.KEYSTORE_PATH ?? join(dataDir, 'worker-keystore.json'),
+    password: config.KEYSTORE_PASSWORD,
+  });
+  if (key.created)
+    logger.warn({ worker: key.wallet.address }, 'created a new worker key: fund this address to stake');
+  return key.wallet;
+}
+
+function chainProvider(chain: ChainConnection, config: WorkerConfig): JsonRpcProvider {
+  const network = Network.from(chain.chainId);
+  return new JsonRpcProvider(chain.rpcUrl, network, {
+    staticNetwork: network,
+    cacheTimeout: -1,
+    pollingInterval: Math.max(Math.floor(config.BLOCK_TIME / 4), 50),
+  });
+}
+
+function openBlobSource(config: WorkerConfig, chain: ChainConnection, provider: JsonRpcProvider): BlobSource {
+  if (!config.BEACON_API_URL) return new AnvilBlobSource({ rpcUrl: chain.rpcUrl });
+  return new BeaconBlobSource({
+    baseUrl: config.BEACON_API_URL,
+    executionBlocks: { getBlock: (blockNumber) => provider.getBlock(blockNumber) },
+  });
+}
+
+function workerSettings(config: WorkerConfig, dataDir: string) {
+  return {
+    dataDir,
+    stakeWei: config.STAKE_WEI,
+    capacity: config.CAPACITY,
+    sessionLimit: config.SESSION_LIMIT,
+    guards: {
+      minRunSeconds: Math.ceil(config.MIN_RUN_TIME / 1000),
+      commitMarginSeconds: Math.ceil(config.COMMIT_MARGIN / 1000),
+    },
+    claimMarginSeconds: Math.ceil(config.CLAIM_MARGIN / 1000),
+    coalesceMs: config.DELTA_COALESCE,
+    maxDeltaChars: config.MAX_DELTA_CHARS,
+    confirmations: config.CONFIRMATIONS,
+    pollIntervalMs: config.LOG_POLL_INTERVAL,
+    ...(config.START_BLOCK >= 0 ? { fromBlock: config.START_BLOCK } : {}),
+    withdrawThresholdWei: config.WITHDRAW_THRESHOLD_WEI,
+    releaseIntervalMs: config.RELEASE_INTERVAL,
+  };
+}
