@@ -129,7 +129,12 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
       writeDevnetDescription(options.descriptionPath, description);
       descriptionWritten = true;
     }
-    return { description, descriptionPath: options.descriptionPath, resumed: kept !== undefined && description.contracts.jobRegistry === kept.contracts.jobRegistry, stop };
+    return {
+      description,
+      descriptionPath: options.descriptionPath,
+      resumed: kept !== undefined && description.contracts.jobRegistry === kept.contracts.jobRegistry,
+      stop,
+    };
   } catch (error) {
     await stop();
     throw error;
@@ -146,7 +151,9 @@ function keptDeployment(stateDir: string): DevnetDescription | undefined {
 }
 
 /** A recorded description as the input that describes it again (parameters back to their types). */
-function fromDescription(description: DevnetDescription): Omit<DescriptionInput, 'rpcUrl' | 'anvilPid' | 'blockTimeSeconds'> {
+function fromDescription(
+  description: DevnetDescription,
+): Omit<DescriptionInput, 'rpcUrl' | 'anvilPid' | 'blockTimeSeconds'> {
   const { protocol, staking } = description.parameters;
   return {
     chainId: description.chainId,
@@ -154,7 +161,10 @@ function fromDescription(description: DevnetDescription): Omit<DescriptionInput,
     workerRegistryAddress: description.contracts.workerRegistry,
     deploymentBlock: description.contracts.deploymentBlock,
     protocol: { ...protocol, mismatchSlashWei: BigInt(protocol.mismatchSlashWei) },
-    staking: { minStakeWei: BigInt(staking.minStakeWei), unbondingDelaySeconds: staking.unbondingDelaySeconds },
+    staking: {
+      minStakeWei: BigInt(staking.minStakeWei),
+      unbondingDelaySeconds: staking.unbondingDelaySeconds,
+    },
     models: description.models.map((model) => ({ ...model, feeWei: BigInt(model.feeWei) })),
     accounts: description.accounts,
   };

@@ -46,6 +46,11 @@ export interface RunOptions {
   /** Empties STATE_DIR before starting (`--reset`). */
   readonly reset?: boolean;
   readonly logger?: Logger;
+  /**
+   * Dependencies the caller already holds, used instead of opening them (and left open on stop):
+   * replicas in one test sharing a bus, a store shared with the code under test.
+   */
+  readonly provided?: Partial<SharedDependencies>;
 }
 
 export interface RunningTarget {
@@ -55,6 +60,8 @@ export interface RunningTarget {
   /** `host:port` of the process's gRPC server, when one runs. */
   readonly grpcAddress: string | undefined;
   readonly stateDir: string;
+  /** The running instances by unit name (a module's instance type says what else it exposes). */
+  readonly instances: ReadonlyMap<string, ServiceInstance>;
   /** Stops every instance (last started first), then the shared dependencies; safe to call twice. */
   stop(): Promise<void>;
 }
@@ -92,7 +99,8 @@ export async function runTarget(target: Target, options: RunOptions = {}): Promi
 
   try {
     const needs = new Set<Dependency>(target.modules.flatMap((module) => module.needs));
-    const dependencies: { -readonly [K in Dependency]?: SharedDependencies[K] } = {};
+    const dependencies: { -readonly [K in Dependency]?: SharedDependencies[K] } = { ...options.provided };
+    for (const provided of Object.keys(options.provided ?? {})) needs.delete(provided as Dependency);
     if (needs.has('chain')) {
       const chain = await openChain(runtime, stateDir, logger);
       closers.push({ name: 'chain', close: chain.close });
@@ -146,7 +154,8 @@ export async function runTarget(target: Target, options: RunOptions = {}): Promi
       },
       `${target.name} started`,
     );
-    return { target: target.name, logger, dependencies, grpcAddress, stateDir, stop: closeAll };
+    const instances = new Map(built.map(({ name, instance }) => [name, instance]));
+    return { target: target.name, logger, dependencies, grpcAddress, stateDir, instances, stop: closeAll };
   } catch (error) {
     await closeAll();
     throw error;

@@ -30,8 +30,8 @@ afterAll(async () => {
   await database?.drop();
 });
 
-/** Starts src/main.ts as `npm start` does and resolves with the port from its "listening" log line. */
-function startMain(): Promise<number> {
+/** Starts src/main.ts as a container does and resolves with the gRPC address from its "started" log line. */
+function startMain(): Promise<string> {
   child = spawn(process.execPath, ['--conditions=@svc/source', '--import', 'tsx', 'src/main.ts'], {
     cwd: packageDir,
     env: {
@@ -48,16 +48,16 @@ function startMain(): Promise<number> {
   return new Promise((resolve, reject) => {
     child!.once('exit', (code) => reject(new Error(`key-service exited early with code ${code}`)));
     lines.on('line', (line) => {
-      const entry = JSON.parse(line) as { msg?: string; port?: number };
-      if (entry.msg === 'key-service listening' && entry.port) resolve(entry.port);
+      const entry = JSON.parse(line) as { msg?: string; grpc?: string };
+      if (entry.msg === 'key-service started' && entry.grpc) resolve(entry.grpc);
     });
   });
 }
 
 describe('main', () => {
   it('migrates, serves the KeyService over gRPC, and stops cleanly on SIGTERM', async () => {
-    const port = await startMain();
-    const client = createClient(KeyService, `127.0.0.1:${port}`, { defaultUnaryTimeoutMs: 10_000 });
+    const address = await startMain();
+    const client = createClient(KeyService, address, { defaultUnaryTimeoutMs: 10_000 });
     try {
       const wallet = randomWallet();
       const challenge = await client.createChallenge({ address: { hex: wallet.address } });

@@ -51,7 +51,7 @@ describe('the worker process', () => {
       env: {
         ...process.env,
         LOG_LEVEL: 'info',
-        CHAIN_RPC_URL: net.anvil.rpcUrl,
+        RPC_URL: net.anvil.rpcUrl,
         CHAIN_ID: String(net.anvil.chainId),
         BLOCK_TIME: '200ms',
         JOB_REGISTRY_ADDRESS: net.deployment.jobRegistryAddress,
@@ -91,7 +91,7 @@ describe('the worker process', () => {
       30_000,
     );
     expect(running!.worker).toBe(key.wallet.address);
-    const healthUrl = `http://127.0.0.1:${String(running!.healthPort)}`;
+    const healthUrl = String(running!.health);
     await waitUntil(
       async () => (await fetch(`${healthUrl}/readyz`)).status,
       (status) => status === 200,

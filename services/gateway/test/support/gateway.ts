@@ -1,9 +1,6 @@
-import type { AddressInfo } from 'node:net';
-import { serviceClientOptions, type Logger, type Store } from '@svc/platform';
-import { closeClient, createClient } from '@svc/proto';
-import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
-import { loadGatewayConfig } from '../../src/config.js';
-import { buildGatewayApp } from '../../src/service.js';
+import { EmbeddedEventBus, type Logger, type Store } from '@svc/platform';
+import { runTarget } from '@svc/runtime';
+import { gatewayModule, type GatewayInstance } from '../../src/module.js';
 import { silentLogger } from './key-service.js';
 
 export interface RunningGateway {
@@ -18,32 +15,28 @@ export interface GatewayOptions {
   readonly logger?: Logger;
 }
 
-/** One gateway replica listening on loopback, calling the key-service over gRPC. */
+/** One gateway replica run by the runner as in production, on loopback, calling the key-service over gRPC. */
 export async function startGateway(options: GatewayOptions): Promise<RunningGateway> {
-  const config = loadGatewayConfig({ KEY_SERVICE_ADDRESS: options.keyServiceAddress, ...options.env });
-  const keyService = createClient(
-    KeyService,
-    options.keyServiceAddress,
-    serviceClientOptions({ defaultUnaryTimeoutMs: config.KEY_SERVICE_TIMEOUT }),
+  const bus = new EmbeddedEventBus();
+  const running = await runTarget(
+    { name: 'gateway', modules: [gatewayModule] },
+    {
+      env: {
+        KEY_SERVICE_ADDRESS: options.keyServiceAddress,
+        HTTP_HOST: '127.0.0.1',
+        PORT: '0',
+        ...options.env,
+      },
+      provided: { store: options.store, bus },
+      logger: options.logger ?? silentLogger,
+    },
   );
-  const app = buildGatewayApp({
-    config,
-    keyService,
-    store: options.store,
-    logger: options.logger ?? silentLogger,
-  });
-  const server = app.listen(0, '127.0.0.1');
-  await new Promise<void>((resolve, reject) => {
-    server.once('listening', resolve);
-    server.once('error', reject);
-  });
-  const { port } = server.address() as AddressInfo;
+  const gateway = running.instances.get('gateway') as GatewayInstance;
   return {
-    baseUrl: `http://127.0.0.1:${port}`,
+    baseUrl: gateway.url,
     async close() {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      closeClient(keyService);
+      await running.stop();
+      await bus.close();
     },
   };
 }

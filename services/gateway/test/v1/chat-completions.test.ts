@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { waitFor } from '@svc/testkit';
 import OpenAI, { APIError } from 'openai';
 import { call } from '../support/http.js';
 import { startKeyService, type RunningKeyService } from '../support/key-service.js';
 import { createTestStore, type TestStore } from '../support/test-store.js';
-import { eventually, listedKey, mintKey, type MintedKey } from './support/keys.js';
+import { listedKey, mintKey, type MintedKey } from './support/keys.js';
 import { CHARGED_WEI, FEE_WEI, JOB, ScriptedBackend } from './support/scripted-backend.js';
 import { startV1Gateway, type V1Gateway } from './support/v1-gateway.js';
 
@@ -304,9 +305,9 @@ describe('spend reservations', () => {
     expect((refused as APIError).status).toBe(402);
     expect((refused as APIError).code).toBe('spend_cap_exceeded');
     expect((refused as APIError).error).toMatchObject({ spend_cap_wei: String(FEE_WEI + CHARGED_WEI - 1n) });
-    await eventually(
-      async () => (await listedKey(gateway.baseUrl, capped)).limitHits.spendCap === 1,
-      'the spend cap refusal is counted',
+    await waitFor(
+      async () => (await listedKey(gateway.baseUrl, capped)).limitHits.spendCap === 1 || undefined,
+      { what: 'the spend cap refusal to be counted' },
     );
   });
 });

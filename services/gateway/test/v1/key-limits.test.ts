@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { waitFor } from '@svc/testkit';
 import type { Store } from '@svc/platform';
 import type { APIError } from 'openai';
 import OpenAI, { RateLimitError } from 'openai';
@@ -8,7 +9,7 @@ import { SpendReservationState } from '@svc/proto/gen/svc/key/v1/spend_reservati
 import { call } from '../support/http.js';
 import { startKeyService, type RunningKeyService } from '../support/key-service.js';
 import { createTestStore, type TestStore } from '../support/test-store.js';
-import { eventually, listedKey, mintKey, type MintedKey } from './support/keys.js';
+import { listedKey, mintKey, type MintedKey } from './support/keys.js';
 import { FEE_WEI, ScriptedBackend } from './support/scripted-backend.js';
 import { startV1Gateway, type V1Gateway } from './support/v1-gateway.js';
 
@@ -115,9 +116,9 @@ describe('per-key rate limit', () => {
     expect(refused.headers?.get('x-ratelimit-limit')).toBe(String(RATE_LIMIT));
     expect(refused.headers?.get('x-ratelimit-remaining')).toBe('0');
 
-    await eventually(
-      async () => (await listedKey(replicaA.baseUrl, minted)).limitHits.rate === 12 - RATE_LIMIT,
-      'every rate refusal is counted in limitHits.rate',
+    await waitFor(
+      async () => (await listedKey(replicaA.baseUrl, minted)).limitHits.rate === 12 - RATE_LIMIT || undefined,
+      { what: 'every rate refusal to be counted in limitHits.rate' },
     );
   });
 
@@ -145,13 +146,15 @@ describe('per-key concurrency limit', () => {
     backend.releaseHeld();
     const texts = await Promise.all(held.map((stream) => stream.rest()));
     for (const text of texts) expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
-    await eventually(async () => (await inFlight(minted)) === 0, 'both slots are released');
+    await waitFor(async () => (await inFlight(minted)) === 0 || undefined, {
+      what: 'both slots to be released',
+    });
     await expect(
       sdk(minted.key, replicaA).chat.completions.create({ model: 'echo:1b', messages: hello }),
     ).resolves.toMatchObject({ object: 'chat.completion' });
-    await eventually(
-      async () => (await listedKey(replicaA.baseUrl, minted)).limitHits.concurrency === 1,
-      'the concurrency refusal is counted in limitHits.concurrency',
+    await waitFor(
+      async () => (await listedKey(replicaA.baseUrl, minted)).limitHits.concurrency === 1 || undefined,
+      { what: 'the concurrency refusal to be counted in limitHits.concurrency' },
     );
   });
 
@@ -160,7 +163,9 @@ describe('per-key concurrency limit', () => {
     const stream = await openHeldStream(minted, replicaA);
     expect(await inFlight(minted)).toBe(1);
     stream.abort();
-    await eventually(async () => (await inFlight(minted)) === 0, 'the aborted call released its slot');
+    await waitFor(async () => (await inFlight(minted)) === 0 || undefined, {
+      what: 'the aborted call to release its slot',
+    });
     const aborted = backend.requests.at(-1);
     expect(backend.aborted).toContain(aborted?.callId);
 

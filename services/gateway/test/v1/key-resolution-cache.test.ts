@@ -1,11 +1,11 @@
 import { create } from '@bufbuild/protobuf';
 import { afterEach, describe, expect, it } from '@jest/globals';
+import { waitFor } from '@svc/testkit';
 import { EmbeddedEventBus, keyEventsTopic } from '@svc/platform';
 import { KeyEventKind, KeyEventSchema } from '@svc/proto/gen/svc/events/v1/key_event_pb';
 import { evictOnKeyEvents } from '../../src/v1/key-event-eviction.js';
 import { KeyResolutionCache, type ResolvedApiKey } from '../../src/v1/key-resolution-cache.js';
 import { silentLogger } from '../support/key-service.js';
-import { eventually } from './support/keys.js';
 
 function keyNamed(presented: string): ResolvedApiKey {
   return { keyId: `id-${presented}`, prefix: presented.slice(0, 11), wallet: '0xabc', spendCapWei: null };
@@ -104,7 +104,7 @@ describe('eviction on key events', () => {
       keyEventsTopic,
       create(KeyEventSchema, { eventId: `e-${kind}`, keyId: 'id-svc_a', kind, wallet: { hex: '0xabc' } }),
     );
-    await eventually(async () => cache.cached('svc_a') === undefined, 'the key is evicted');
+    await waitFor(() => cache.cached('svc_a') === undefined || undefined, { what: 'the key to be evicted' });
     expect(cache.cached('svc_b')).toBeDefined();
   });
 
@@ -127,9 +127,8 @@ describe('eviction on key events', () => {
         wallet: { hex: '0xabc' },
       }),
     );
-    await eventually(
-      async () => caches.every((cache) => cache.cached('svc_a') === undefined),
-      'both replicas evicted the key',
-    );
+    await waitFor(() => caches.every((cache) => cache.cached('svc_a') === undefined) || undefined, {
+      what: 'both replicas to evict the key',
+    });
   });
 });

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { waitFor } from '@svc/testkit';
 import { call } from '../support/http.js';
 import { startKeyService, type RunningKeyService } from '../support/key-service.js';
 import { createTestStore, type TestStore } from '../support/test-store.js';
-import { eventually, listedKey, mintKey, type MintedKey } from './support/keys.js';
+import { listedKey, mintKey, type MintedKey } from './support/keys.js';
 import { CHARGED_WEI, FEE_WEI, JOB, ScriptedBackend } from './support/scripted-backend.js';
 import { startV1Gateway, type V1Gateway } from './support/v1-gateway.js';
 import type { CompletionEvent, CompletionRequest, JobDescription } from '../../src/v1/completion-backend.js';
@@ -163,7 +164,9 @@ describe('a call running when its key is revoked or deleted', () => {
   ])('finishes and is answered when the key is %s meanwhile', async (_state, deleteToo) => {
     const minted = await mintKey(gateway.baseUrl);
     const running = completion(minted, { model: 'hold', messages: hello });
-    await eventually(async () => requestsOf(minted).length === 1, 'the held call reaches the backend');
+    await waitFor(() => requestsOf(minted).length === 1 || undefined, {
+      what: 'the held call to reach the backend',
+    });
 
     const revoked = await call(gateway.baseUrl, 'POST', `/api/api-keys/${minted.id}/revoke`, {
       token: minted.token,

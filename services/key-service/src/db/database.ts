@@ -25,10 +25,16 @@ export const TRANSACTION_OPTIONS = { maxWait: 15_000, timeout: 20_000 } as const
 export function openDatabase(settings: DatabaseSettings): PrismaClient {
   const { connection } = settings;
   if (typeof connection !== 'string' && connection.kind === 'embedded') {
-    return new PrismaClient({ adapter: new PrismaPGlite(connection.pglite), transactionOptions: TRANSACTION_OPTIONS });
+    return new PrismaClient({
+      adapter: new PrismaPGlite(connection.pglite),
+      transactionOptions: TRANSACTION_OPTIONS,
+    });
   }
   const adapter = new PrismaPg(
-    { connectionString: typeof connection === 'string' ? connection : connection.url, max: settings.poolSize },
+    {
+      connectionString: typeof connection === 'string' ? connection : connection.url,
+      max: settings.poolSize,
+    },
     { onPoolError: settings.onConnectionError, onConnectionError: settings.onConnectionError },
   );
   return new PrismaClient({ adapter, transactionOptions: TRANSACTION_OPTIONS });

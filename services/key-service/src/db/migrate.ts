@@ -108,7 +108,9 @@ async function openSession(database: string | DatabaseConnection): Promise<SqlSe
   const client = new pg.Client({ connectionString: typeof database === 'string' ? database : database.url });
   await client.connect();
   return {
-    query: async <R>(sql: string, params?: unknown[]) => ({ rows: (await client.query(sql, params)).rows as R[] }),
+    query: async <R>(sql: string, params?: unknown[]) => ({
+      rows: (await client.query(sql, params)).rows as R[],
+    }),
     exec: async (sql) => void (await client.query(sql)),
     close: () => client.end(),
   };

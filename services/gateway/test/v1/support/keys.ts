@@ -23,16 +23,3 @@ export async function listedKey(baseUrl: string, minted: MintedKey): Promise<Api
   if (key === undefined) throw new Error(`key ${minted.id} is not listed`);
   return key;
 }
-
-/** Polls until `check` holds (fire-and-forget effects such as limit-hit reports), or fails after a while. */
-export async function eventually(
-  check: () => Promise<boolean>,
-  what: string,
-  timeoutMs = 5_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
