@@ -9,7 +9,7 @@ const USAGE = `Usage: npm run devnet -- [--port <n>] [--block-time <seconds>] [-
 
   -p, --port        port of the JSON-RPC endpoint; 0 picks a free one   (env DEVNET_PORT, default 8545)
   -b, --block-time  seconds between blocks; 0 mines one per transaction (env DEVNET_BLOCK_TIME, default 0)
-  -o, --out         where to write the devnet description JSON          (env DEVNET_FILE, default .devnet/devnet.json)
+  -o, --out         where to write the devnet description JSON          (env DEVNET_FILE, default .dev/devnet.json)
 `;
 
 function fail(message: string): never {
