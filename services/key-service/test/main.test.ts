@@ -6,7 +6,7 @@ import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
 import { randomWallet } from './support/sign-in.js';
-import { createTestDatabase, type TestDatabase } from './support/test-database.js';
+import { createTestDatabase, type TestDatabase } from '@svc/testkit';
 import { createTestStore, type TestStore } from './support/test-store.js';
 
 const packageDir = fileURLToPath(new URL('..', import.meta.url));
@@ -17,7 +17,7 @@ let child: ChildProcess | undefined;
 
 beforeAll(async () => {
   // Not migrated: the service applies its migrations at start.
-  database = await createTestDatabase({ migrate: false });
+  database = await createTestDatabase({ prefix: 'ks' });
   redis = createTestStore();
 });
 

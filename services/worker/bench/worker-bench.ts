@@ -11,7 +11,8 @@ import { createLogger } from '@svc/platform';
 import { createDevProvider, startAnvil, DevWallet } from '@svc/anvil';
 import { DeterministicModel } from '../src/model/index.js';
 import { startWorker } from '../src/service.js';
-import { ServiceSide, waitUntil } from '../test/support/service-side.js';
+import { waitUntil } from '@svc/testkit';
+import { ServiceSide } from '../test/support/service-side.js';
 import { TestLinkServer } from '../test/support/test-link-server.js';
 import { TEST_PASSWORD, TEST_SETTINGS, makeDataDir, removeDataDir } from '../test/support/worker-harness.js';
 
@@ -77,16 +78,15 @@ async function main(): Promise<void> {
       const job = await services[0]!.submitJob(sessions[0]!, MODEL.name, ask(n));
       const mined = performance.now();
       const id = job.jobId.toString();
-      await waitUntil(
-        async () => link.framesOf('chunk').some((chunk) => chunk.jobId === id),
-        Boolean,
-        30_000,
-      );
+      await waitUntil(async () => link.framesOf('chunk').some((chunk) => chunk.jobId === id), Boolean, {
+        what: 'the bench step',
+        timeoutMs: 30_000,
+      });
       toFirstDelta.push(performance.now() - mined);
       await waitUntil(
         () => services[0]!.chain.getJob(job.jobId),
         (state) => state.state === JobState.Completed,
-        30_000,
+        { what: 'the bench step', timeoutMs: 30_000 },
       );
       toCommit.push(performance.now() - mined);
     }

@@ -7,13 +7,14 @@ import { parseEther } from 'ethers';
 import { AnswerFrameKind, JobState, decryptAnswerFrame } from '@svc/chain';
 import { loadOrCreateWorkerKey } from '../src/identity/worker-keystore.js';
 import { deterministicAnswer } from '../src/model/index.js';
-import { MODEL, useDevnet } from './support/devnet.js';
-import { ServiceSide, waitUntil } from './support/service-side.js';
+import { useDevnet, waitFor, waitUntil } from '@svc/testkit';
+import { DEPLOYED_MODELS, MODEL } from './support/models.js';
+import { ServiceSide } from './support/service-side.js';
 import { TestLinkServer } from './support/test-link-server.js';
 import { TEST_PASSWORD, makeDataDir, removeDataDir } from './support/worker-harness.js';
 
 const packageDir = join(fileURLToPath(import.meta.url), '..', '..');
-const devnet = useDevnet({ warmBlobs: true, protocol: { jobTimeoutSeconds: 30 } });
+const devnet = useDevnet({ warmBlobs: true, models: DEPLOYED_MODELS, protocol: { jobTimeoutSeconds: 30 } });
 let dataDir: string;
 let child: ChildProcess | undefined;
 let linkServer: TestLinkServer;
@@ -85,17 +86,16 @@ describe('the worker process', () => {
         }
       }
     });
-    const running = await waitUntil(
-      async () => logLines.find((line) => line.msg === 'worker running'),
-      Boolean,
-      30_000,
-    );
+    const running = await waitFor(() => logLines.find((line) => line.msg === 'worker running'), {
+      what: 'the worker running',
+      timeoutMs: 30_000,
+    });
     expect(running!.worker).toBe(key.wallet.address);
     const healthUrl = String(running!.health);
     await waitUntil(
       async () => (await fetch(`${healthUrl}/readyz`)).status,
       (status) => status === 200,
-      10_000,
+      { what: 'the worker ready', timeoutMs: 10_000 },
     );
 
     const service = new ServiceSide(net.wallet(5), net.deployment, BigInt(net.anvil.chainId));
@@ -107,10 +107,9 @@ describe('the worker process', () => {
       messages: [{ role: 'user', content: 'Are you a real process?' }],
     });
     expect((await service.waitForOutcome(job.jobId)).state).toBe(JobState.Completed);
-    const final = await waitUntil(
-      async () => linkServer.framesOf('finalAnswer').find((frame) => frame.jobId === job.jobId.toString()),
-      Boolean,
-      5_000,
+    const final = await waitFor(
+      () => linkServer.framesOf('finalAnswer').find((frame) => frame.jobId === job.jobId.toString()),
+      { what: 'the final answer on the link', timeoutMs: 5_000 },
     );
     const text = decryptAnswerFrame(AnswerFrameKind.Final, final!.sealedAnswer, job.replyKey, {
       jobId: job.jobId,

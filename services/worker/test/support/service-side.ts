@@ -12,7 +12,7 @@ import {
 } from '@svc/chain';
 import { connectJobRegistry, modelIdOf, type Deployment } from '@svc/contracts';
 import { sendWithBlobs } from '@svc/anvil';
-import { waitUntil as testkitWaitUntil } from '@svc/testkit';
+import { waitUntil } from '@svc/testkit';
 
 export interface SubmittedJob {
   jobId: bigint;
@@ -67,7 +67,7 @@ export class ServiceSide {
 
   /** Waits until the worker claimed the session; returns its session public key. */
   async waitForClaim(sessionId: bigint, timeoutMs = 15_000): Promise<Uint8Array> {
-    const session = await testkitWaitUntil(
+    const session = await waitUntil(
       () => this.chain.getSession(sessionId),
       (current) => current.state === SessionState.Active,
       { what: `session ${sessionId} claimed`, timeoutMs, intervalMs: 50 },
@@ -108,22 +108,10 @@ export class ServiceSide {
 
   /** Waits until the job left `Submitted` (completed or failed). */
   waitForOutcome(jobId: bigint, timeoutMs = 20_000): Promise<Job> {
-    return testkitWaitUntil(
+    return waitUntil(
       () => this.chain.getJob(jobId),
       (job) => job.state !== JobState.Submitted,
       { what: `job ${jobId} completed or failed`, timeoutMs, intervalMs: 50 },
     );
   }
-}
-
-/**
- * The positional form worker-process.test.ts still imports; every other suite calls @svc/testkit's
- * `waitUntil` itself. Goes when that test does too.
- */
-export function waitUntil<T>(
-  read: () => Promise<T>,
-  done: (value: T) => boolean,
-  timeoutMs: number,
-): Promise<T> {
-  return testkitWaitUntil(read, done, { what: 'the condition', timeoutMs });
 }
