@@ -104,7 +104,7 @@ async function main(): Promise<void> {
             await waitUntil(
               () => service.chain.getJob(job.jobId),
               (state) => state.state !== JobState.Submitted,
-              120_000,
+              { what: 'the job settled', timeoutMs: 120_000 },
             );
             settled.push(job);
           }
