@@ -68,9 +68,13 @@ export const env = {
   int: (o: Common<number> & { min?: number; max?: number }) =>
     field(o.doc, integer(o.min ?? Number.MIN_SAFE_INTEGER, o.max ?? Number.MAX_SAFE_INTEGER), o),
   optionalInt: (o: { doc: string; min?: number; max?: number }) =>
-    field<number | undefined>(o.doc, integer(o.min ?? Number.MIN_SAFE_INTEGER, o.max ?? Number.MAX_SAFE_INTEGER), {
-      optional: true,
-    }),
+    field<number | undefined>(
+      o.doc,
+      integer(o.min ?? Number.MIN_SAFE_INTEGER, o.max ?? Number.MAX_SAFE_INTEGER),
+      {
+        optional: true,
+      },
+    ),
   port: (o: Common<number>) => field(o.doc, integer(0, 65_535), o),
   bool: (o: Common<boolean>) =>
     field(
