@@ -1,26 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Wallet, type HDNodeWallet } from 'ethers';
 import { isProcessAlive } from '@svc/anvil';
+import { freePort } from '@svc/testkit';
 
 // `npm start` as a user runs it: the real start script in its own process, with nothing configured,
 // so every dependency is the embedded one (PGlite, memory store, in-process bus, devnet), driven over
 // HTTP by a real wallet. Keys and chain state survive a restart; `--reset` clears them.
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 interface DevnetFile {
   rpcUrl: string;

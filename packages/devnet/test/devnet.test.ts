@@ -1,5 +1,4 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -12,6 +11,7 @@ import {
   modelIdOf,
 } from '@svc/contracts';
 import { createDevProvider, isProcessAlive as isAlive, sendWithBlobs, startAnvil } from '@svc/anvil';
+import { freePort } from '@svc/testkit';
 import { Wallet, parseEther, type JsonRpcProvider } from 'ethers';
 import {
   DEMO_MODELS,
@@ -24,14 +24,6 @@ import {
   startDevnet,
   type Devnet,
 } from '../src/index.js';
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 describe('startDevnet', () => {
   let directory: string;

@@ -8,3 +8,4 @@ export {
   type TestDatabase,
   type TestDatabaseOptions,
 } from './database.js';
+export { freePort } from './ports.js';
