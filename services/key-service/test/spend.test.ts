@@ -162,7 +162,7 @@ describe('settlement', () => {
     expect((await reserve(keyId)).outcome.case).toBe('reserved');
   });
 
-  it('lets the first of concurrent commits and releases win, and later ones change nothing', async () => {
+  it('counts each reservation once under concurrent commits and releases: the hold once, the fee once', async () => {
     const { keyId } = await mintKey(100n * FEE);
     const reservationIds = await Promise.all(Array.from({ length: 10 }, () => reservedId(keyId)));
     const results = await Promise.all(
@@ -173,14 +173,29 @@ describe('settlement', () => {
         replica.client.releaseSpend({ reservationId }),
       ]),
     );
-    let committed = 0;
-    for (let index = 0; index < reservationIds.length; index += 1) {
-      const states = new Set(results.slice(index * 4, index * 4 + 4).map((result) => result.state));
-      // Every settlement of one reservation reports the one outcome that won.
-      expect(states.size).toBe(1);
-      if (states.has(SpendReservationState.COMMITTED)) committed += 1;
-    }
-    expect(await totals(keyId)).toEqual({ spent: BigInt(committed) * FEE, reserved: 0n });
+    // Whatever order they ran in, a commit is never undone: every commit reports COMMITTED and the fee
+    // of every reservation counts exactly once, its hold subtracted exactly once.
+    results.forEach((result, index) => {
+      if (index % 2 === 0) expect(result.state).toBe(SpendReservationState.COMMITTED);
+    });
+    expect(await totals(keyId)).toEqual({ spent: 10n * FEE, reserved: 0n });
+  });
+
+  it('counts a commit that comes after a release: spend is a fact, not a hold', async () => {
+    const { keyId } = await mintKey(FEE + FEE / 2n);
+    const reservationId = await reservedId(keyId);
+    expect((await replica.client.releaseSpend({ reservationId })).state).toBe(SpendReservationState.RELEASED);
+    const late = await replica.client.commitSpend({ reservationId, chargedWei: { decimal: FEE.toString() } });
+    expect(late.state).toBe(SpendReservationState.COMMITTED);
+    expect(await totals(keyId)).toEqual({ spent: FEE, reserved: 0n });
+    // The job that ran is paid for: the next fee no longer fits under the cap.
+    expect((await reserve(keyId)).outcome.case).toBe('refused');
+    // Repeating the commit or releasing now changes nothing.
+    await replica.client.commitSpend({ reservationId, chargedWei: { decimal: FEE.toString() } });
+    expect((await replica.client.releaseSpend({ reservationId })).state).toBe(
+      SpendReservationState.COMMITTED,
+    );
+    expect(await totals(keyId)).toEqual({ spent: FEE, reserved: 0n });
   });
 });
 
@@ -236,40 +251,73 @@ describe('sweeper', () => {
     ]);
     expect(first + second).toBeGreaterThanOrEqual(1);
     expect(await totals(keyId)).toEqual({ spent: 0n, reserved: FEE });
-    // The sweep settled it: a late commit changes nothing.
+    // The sweep gave the hold back, but the job it held for was answered after all: the late commit still
+    // counts its fee, so the cap is not passed by calls granted meanwhile.
     const late = await replica.client.commitSpend({
       reservationId: lapsing.value.reservationId,
       chargedWei: { decimal: FEE.toString() },
     });
-    expect(late.state).toBe(SpendReservationState.RELEASED);
+    expect(late.state).toBe(SpendReservationState.COMMITTED);
+    expect(await totals(keyId)).toEqual({ spent: FEE, reserved: FEE });
+  });
+
+  it('refuses over the cap after a lapsed hold is committed late', async () => {
+    const cap = 1_000n;
+    const { keyId } = await mintKey(cap);
+    const first = (await reserve(keyId, 600n, randomUUID(), 100)).outcome;
+    if (first.case !== 'reserved') throw new Error('expected a reservation');
+    await sleep(250);
+    await replica.service.domain.ledger.releaseLapsed(100);
+    await replica.client.commitSpend({
+      reservationId: first.value.reservationId,
+      chargedWei: { decimal: '600' },
+    });
+    expect((await reserve(keyId, 600n)).outcome.case).toBe('refused');
+    expect(await totals(keyId)).toEqual({ spent: 600n, reserved: 0n });
+  });
+
+  it('keeps a hold alive while lifecycle events say its job is live', async () => {
+    const handle = lifecycleSettlementHandler(replica.service.domain.ledger, silentLogger);
+    const { keyId } = await mintKey(10n * FEE);
+    const outcome = (await reserve(keyId, FEE, randomUUID(), 200)).outcome;
+    if (outcome.case !== 'reserved') throw new Error('expected a reservation');
+    await handle(lifecycleReceived(JobLifecycleKind.SUBMITTED, outcome.value.reservationId));
+    await sleep(400);
+    await replica.service.domain.ledger.releaseLapsed(100);
     expect(await totals(keyId)).toEqual({ spent: 0n, reserved: FEE });
+    const row = await replica.db.spendReservation.findUniqueOrThrow({
+      where: { id: outcome.value.reservationId },
+    });
+    expect(row.state).toBe('held');
+    expect(row.expiresAt.getTime()).toBeGreaterThan(Date.now() + 60_000);
   });
 });
 
+function lifecycleEvent(kind: JobLifecycleKind, reservationId: string, feeWei?: bigint) {
+  return create(JobLifecycleEventSchema, {
+    eventId: randomUUID(),
+    reservationId,
+    kind,
+    feeWei: feeWei === undefined ? undefined : { decimal: feeWei.toString() },
+  });
+}
+
+/** An event as the bus hands it to a handler. */
+function lifecycleReceived(kind: JobLifecycleKind, reservationId: string, feeWei?: bigint) {
+  const message = lifecycleEvent(kind, reservationId, feeWei);
+  return {
+    topic: jobLifecycleTopic.name,
+    message,
+    eventId: message.eventId,
+    key: reservationId,
+    typeName: message.$typeName,
+    requestId: undefined,
+    publishedAt: new Date(),
+    attempt: 1,
+  };
+}
+
 describe('job lifecycle events', () => {
-  function lifecycleEvent(kind: JobLifecycleKind, reservationId: string, feeWei?: bigint) {
-    return create(JobLifecycleEventSchema, {
-      eventId: randomUUID(),
-      reservationId,
-      kind,
-      feeWei: feeWei === undefined ? undefined : { decimal: feeWei.toString() },
-    });
-  }
-
-  function received(kind: JobLifecycleKind, reservationId: string, feeWei?: bigint) {
-    const message = lifecycleEvent(kind, reservationId, feeWei);
-    return {
-      topic: jobLifecycleTopic.name,
-      message,
-      eventId: message.eventId,
-      key: reservationId,
-      typeName: message.$typeName,
-      requestId: undefined,
-      publishedAt: new Date(),
-      attempt: 1,
-    };
-  }
-
   it('settles reservations from events on the bus: answered commits at the fee, failed releases', async () => {
     const { keyId } = await mintKey(10n * FEE);
     const answered = await reservedId(keyId);
@@ -283,20 +331,22 @@ describe('job lifecycle events', () => {
     );
   });
 
-  it('lets the first settlement win: later, repeated or contradicting events change nothing', async () => {
+  it('lets the first commit win: later, repeated or contradicting events change nothing', async () => {
     const handle = lifecycleSettlementHandler(replica.service.domain.ledger, silentLogger);
     const { keyId } = await mintKey(10n * FEE);
     const reservationId = await reservedId(keyId);
-    await handle(received(JobLifecycleKind.ANSWERED, reservationId, 700_000n));
-    await handle(received(JobLifecycleKind.ANSWERED, reservationId, FEE));
-    await handle(received(JobLifecycleKind.FAILED, reservationId));
-    await handle(received(JobLifecycleKind.DIVERGED, reservationId));
+    await handle(lifecycleReceived(JobLifecycleKind.ANSWERED, reservationId, 700_000n));
+    await handle(lifecycleReceived(JobLifecycleKind.ANSWERED, reservationId, FEE));
+    await handle(lifecycleReceived(JobLifecycleKind.FAILED, reservationId));
+    await handle(lifecycleReceived(JobLifecycleKind.DIVERGED, reservationId));
     expect(await totals(keyId)).toEqual({ spent: 700_000n, reserved: 0n });
 
+    // A release is final for the hold, not for spend: an answer after it still counts, once.
     const released = await reservedId(keyId);
-    await handle(received(JobLifecycleKind.DIVERGED, released));
-    await handle(received(JobLifecycleKind.ANSWERED, released, FEE));
-    expect(await totals(keyId)).toEqual({ spent: 700_000n, reserved: 0n });
+    await handle(lifecycleReceived(JobLifecycleKind.DIVERGED, released));
+    await handle(lifecycleReceived(JobLifecycleKind.ANSWERED, released, FEE));
+    await handle(lifecycleReceived(JobLifecycleKind.ANSWERED, released, FEE));
+    expect(await totals(keyId)).toEqual({ spent: 700_000n + FEE, reserved: 0n });
   });
 
   it('ignores other kinds and reservations it does not hold, and acknowledges a fee above the hold', async () => {
@@ -304,13 +354,13 @@ describe('job lifecycle events', () => {
     const { keyId } = await mintKey(10n * FEE);
     const reservationId = await reservedId(keyId);
     for (const kind of [JobLifecycleKind.REQUESTED, JobLifecycleKind.SUBMITTED, JobLifecycleKind.COMPLETED]) {
-      await handle(received(kind, reservationId, FEE));
+      await handle(lifecycleReceived(kind, reservationId, FEE));
     }
-    await handle(received(JobLifecycleKind.ANSWERED, randomUUID(), FEE));
-    await handle(received(JobLifecycleKind.ANSWERED, 'x402-payment-reservation', FEE));
+    await handle(lifecycleReceived(JobLifecycleKind.ANSWERED, randomUUID(), FEE));
+    await handle(lifecycleReceived(JobLifecycleKind.ANSWERED, 'x402-payment-reservation', FEE));
     // A fee above the hold cannot be committed; retrying would never help, so the event is acknowledged.
     await expect(
-      handle(received(JobLifecycleKind.ANSWERED, reservationId, FEE + 1n)),
+      handle(lifecycleReceived(JobLifecycleKind.ANSWERED, reservationId, FEE + 1n)),
     ).resolves.toBeUndefined();
     expect(await totals(keyId)).toEqual({ spent: 0n, reserved: FEE });
   });

@@ -13,18 +13,34 @@ const RELEASING_KINDS = new Set([
   JobLifecycleKind.REFUNDED,
 ]);
 
+/** Kinds that say the call's job is alive: each keeps the hold from lapsing before its job ends. */
+const LIVE_JOB_KINDS = new Set([
+  JobLifecycleKind.REQUESTED,
+  JobLifecycleKind.SESSION_OPENED,
+  JobLifecycleKind.SESSION_CLAIMED,
+  JobLifecycleKind.SUBMITTED,
+  JobLifecycleKind.REASSIGNED,
+  JobLifecycleKind.COMPLETED,
+]);
+
 /**
  * Settles spend reservations from job lifecycle events, so the reservation of a call whose gateway died
- * still ends right: `answered` commits at the fee charged, `failed` / `diverged` / `refunded` release.
- * Idempotent: the first settlement wins, so redelivered or late events change nothing. Events about
- * reservations this service does not hold (per-call payments) are ignored.
+ * still ends right: `answered` commits at the fee charged, `failed` / `diverged` / `refunded` release, and
+ * the kinds of a live job keep the hold from lapsing meanwhile. Idempotent: a redelivered event changes
+ * nothing (the first commit wins; a release after a commit is a no-op; a commit after a release still
+ * counts the fee as spent). Events about reservations this service does not hold (per-call payments) are
+ * ignored.
  */
 export function lifecycleSettlementHandler(ledger: SpendLedger, logger: Logger) {
   return async (event: ReceivedEvent<JobLifecycleEvent>): Promise<void> => {
     const { kind, reservationId, feeWei } = event.message;
+    if (!reservationId) return;
+    if (LIVE_JOB_KINDS.has(kind)) {
+      await ledger.extend(reservationId);
+      return;
+    }
     const answered = kind === JobLifecycleKind.ANSWERED;
     if (!answered && !RELEASING_KINDS.has(kind)) return;
-    if (!reservationId) return;
     try {
       const state = answered
         ? await ledger.commit(

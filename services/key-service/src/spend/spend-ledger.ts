@@ -45,8 +45,9 @@ class DoesNotFit extends Error {}
 const CAP_REMOVED = Symbol('cap removed');
 
 /**
- * Spend against a key's lifetime cap. A call's fee is held (`reserved_wei`) before it runs and settled
- * once: committed at the fee charged when it was answered, released for every other ending. The cap
+ * Spend against a key's lifetime cap. A call's fee is held (`reserved_wei`) before it runs and settled:
+ * committed at the fee charged when it was answered, released when it authoritatively was not (or its TTL
+ * passed). A release is final for the hold but not for spend: a commit after it still counts the fee. The cap
  * check and the hold are one conditional UPDATE of the key's row, which PostgreSQL re-checks against the
  * latest row after waiting for its lock, so concurrent reservations can never together pass the cap.
  * Expiry times come from the database clock, so replicas with skewed clocks agree.
@@ -108,7 +109,12 @@ export class SpendLedger {
     }
   }
 
-  /** Counts a held reservation as spent at `chargedWei` (at most the amount held); the first settlement wins. */
+  /**
+   * Counts the reservation as spent at `chargedWei` (at most the amount reserved). Spend is a fact, not a
+   * hold: a commit that comes after the reservation was released (by the gateway, an event or the sweeper)
+   * still adds the fee to `spent_wei`, since the job ran and the wallet paid; only the hold itself is not
+   * given back twice. The first commit wins; a repeated one changes nothing.
+   */
   async commit(
     reservationId: string,
     chargedWei: bigint | undefined,
@@ -121,18 +127,38 @@ export class SpendLedger {
         message: `charged_wei ${charged} is more than the ${held.amountWei} wei reserved.`,
       });
     }
+    // `target` locks the row and reads its state as of the lock (a concurrent release that won the lock
+    // first is seen as 'released'), so the hold is subtracted exactly once.
     const settled = await this.db.$queryRaw<unknown[]>`
-      WITH settled AS (
-        UPDATE spend_reservations
+      WITH target AS (
+        SELECT id, key_id, amount_wei, state AS previous_state FROM spend_reservations
+        WHERE id = ${reservationId}::uuid AND state IN ('held', 'released')
+        FOR UPDATE
+      ), settled AS (
+        UPDATE spend_reservations r
         SET state = 'committed', charged_wei = ${charged.toString()}::numeric, settled_at = now(), settled_by = ${settler}
-        WHERE id = ${reservationId}::uuid AND state = 'held'
-        RETURNING key_id, amount_wei, charged_wei
+        FROM target t WHERE r.id = t.id
+        RETURNING t.key_id, t.amount_wei, t.previous_state, r.charged_wei
       )
       UPDATE api_keys k
-      SET reserved_wei = k.reserved_wei - s.amount_wei, spent_wei = k.spent_wei + s.charged_wei
+      SET reserved_wei = k.reserved_wei - CASE WHEN s.previous_state = 'held' THEN s.amount_wei ELSE 0 END,
+          spent_wei = k.spent_wei + s.charged_wei
       FROM settled s WHERE k.id = s.key_id
       RETURNING k.id`;
     return settled.length === 1 ? 'committed' : this.stateOf(reservationId);
+  }
+
+  /**
+   * Keeps a held reservation from lapsing while its job is known to be live: its expiry moves to at least
+   * the default TTL from now (never earlier than it was). Returns whether a held reservation was found.
+   */
+  async extend(reservationId: string): Promise<boolean> {
+    if (!isKeyId(reservationId)) return false;
+    const extended = await this.db.$executeRaw`
+      UPDATE spend_reservations
+      SET expires_at = greatest(expires_at, now() + ${this.settings.defaultTtlMs} * interval '1 millisecond')
+      WHERE id = ${reservationId}::uuid AND state = 'held'`;
+    return extended === 1;
   }
 
   /** Gives a held reservation back; the first settlement wins. */
