@@ -55,7 +55,7 @@ export const gatewayConfigShape = {
     default: '60s',
   }),
   V1_BAD_KEY_RATE_LIMIT: env.int({
-    doc: 'Calls answered 401 (missing, unknown or revoked key) one client address may make per V1_BAD_KEY_RATE_WINDOW before all its `/v1` calls are refused 429.',
+    doc: 'Presented API keys that fail (unknown, revoked, malformed) one client address (an IPv6 client: its /64) may send per V1_BAD_KEY_RATE_WINDOW before its further failing keys are answered 429 instead of 401. Good keys are served regardless; calls with no credential are not counted.',
     default: 30,
     min: 1,
   }),

@@ -6,6 +6,7 @@ import { logRequests } from './http/access-log.js';
 import { healthRoutes } from './http/health-routes.js';
 import { assignRequestId, bindRequestContext } from './http/request-context.js';
 import type { KeyServiceClient } from './key-service-client.js';
+import { GatewayMetrics } from './observability/gateway-metrics.js';
 import type { CompletionBackend } from './v1/completion-backend.js';
 import { evictOnKeyEvents, type KeyEventFeed } from './v1/key-event-eviction.js';
 import { KeyResolutionCache } from './v1/key-resolution-cache.js';
@@ -19,6 +20,8 @@ export interface GatewayPorts {
   readonly keyService: KeyServiceClient;
   readonly store: Store;
   readonly logger: Logger;
+  /** Where the gateway counts what operators watch; default: a registry of its own. */
+  readonly metrics?: GatewayMetrics;
   /** Runs completions (the job-orchestrator); without one, completions answer 503 `not_configured`. */
   readonly completions?: CompletionBackend;
   /**
@@ -75,6 +78,7 @@ export function buildGatewayApp(ports: GatewayPorts): Express {
       keyCache,
       backend: ports.completions,
       limitHits: new LimitHitReporter(keyService, logger),
+      metrics: ports.metrics ?? new GatewayMetrics(),
       logger,
       settings: {
         bodyLimit: config.V1_BODY_LIMIT,

@@ -1,6 +1,7 @@
 import type { Logger, RateWindows } from '@svc/platform';
 import express, { Router } from 'express';
 import { apiErrorHandler, apiRouteNotFound } from '../http/api-errors.js';
+import { clientNetwork } from '../http/client-address.js';
 import { rateLimited } from '../http/rate-limit.js';
 import { bindRequestContext } from '../http/request-context.js';
 import type { KeyServiceClient } from '../key-service-client.js';
@@ -43,7 +44,7 @@ export function apiRouter({ keyService, rateWindows, logger, settings }: ApiRout
       name: 'sign-in:ip',
       limit: settings.signInRateLimit,
       windowMs: settings.signInRateWindowMs,
-      subject: (req) => req.ip ?? 'unknown',
+      subject: clientNetwork,
       refusal: 'Too many sign-in calls from this address',
     }),
     readJsonBody,

@@ -1,6 +1,7 @@
 import { AppError, type RevocationMarkers } from '@svc/platform';
 import type { Request, RequestHandler, Response } from 'express';
 import { bearerToken } from '../http/bearer-token.js';
+import { clientNetwork } from '../http/client-address.js';
 import type { BadKeyGuard } from './bad-key-guard.js';
 import type { KeyResolutionCache, ResolvedApiKey } from './key-resolution-cache.js';
 
@@ -18,10 +19,8 @@ function invalidApiKey(message: string): AppError {
   return new AppError('invalid_api_key', { message });
 }
 
-/** Why the credential of a request cannot be a key, or undefined when it may be one. */
-function credentialProblem(presented: string | undefined, header: string | undefined): string | undefined {
-  if (header === undefined)
-    return 'No API key: send it as "Authorization: Bearer svc_...". This server takes no per-call payments.';
+/** Why a presented credential cannot be a key, or undefined when it may be one. */
+function credentialProblem(presented: string | undefined): string | undefined {
   if (presented === undefined) return 'Send the API key as "Authorization: Bearer svc_...".';
   // A sign-in token (a JWT) is for `/api` only; it is refused here without asking the key-service.
   if (!presented.startsWith(API_KEY_PREFIX))
@@ -30,44 +29,34 @@ function credentialProblem(presented: string | undefined, header: string | undef
   return undefined;
 }
 
-function clientAddress(req: Request): string {
-  return req.ip ?? req.socket.remoteAddress ?? 'unknown';
-}
-
 /**
  * Authenticates a `/v1` call by its API key. A warm key costs no gRPC call, but every call reads the key's
  * revocation marker in the shared store, so a revocation is in force from the next call on whatever the
- * cache holds. A refused key counts against the caller's address (see BadKeyGuard).
+ * cache holds. The key is resolved first: only a presented credential that fails counts against the
+ * client's network (see BadKeyGuard); a call with no credential is refused without counting.
  */
 export function authenticateApiKey({ cache, revocations, badKeys }: ApiKeyAuthPorts): RequestHandler {
-  async function refuse(address: string, message: string): Promise<never> {
-    throw await badKeys.countBadKey(address, invalidApiKey(message));
+  async function refuse(req: Request, message: string): Promise<never> {
+    throw await badKeys.refusal(clientNetwork(req), invalidApiKey(message));
   }
 
   return async (req, res, next) => {
-    const address = clientAddress(req);
     const header = req.get('authorization');
+    if (header === undefined)
+      throw invalidApiKey(
+        'No API key: send it as "Authorization: Bearer svc_...". This server takes no per-call payments.',
+      );
     const presented = bearerToken(header);
-    const blockCheck = badKeys.assertNotBlocked(address);
-    const problem = credentialProblem(presented, header);
-    if (problem !== undefined || presented === undefined) {
-      await blockCheck;
-      return refuse(address, problem ?? 'Send the API key as "Authorization: Bearer svc_...".');
-    }
+    const problem = credentialProblem(presented);
+    if (problem !== undefined || presented === undefined) return refuse(req, problem ?? 'No API key.');
 
-    let key: ResolvedApiKey | undefined;
-    const cached = cache.cached(presented);
-    if (cached !== undefined) {
-      // Warm: the block and the marker are read together, one store round trip in time.
-      const [, revoked] = await Promise.all([blockCheck, revocations.isMarked(cached.keyId)]);
-      if (revoked) cache.evict(cached.keyId);
-      else key = cached;
-    } else {
-      await blockCheck;
-      const resolved = await cache.resolve(presented);
-      if (resolved !== undefined && !(await revocations.isMarked(resolved.keyId))) key = resolved;
+    let key: ResolvedApiKey | undefined = cache.cached(presented);
+    if (key === undefined) key = await cache.resolve(presented);
+    if (key !== undefined && (await revocations.isMarked(key.keyId))) {
+      cache.evict(key.keyId);
+      key = undefined;
     }
-    if (key === undefined) return refuse(address, 'Unknown or revoked API key.');
+    if (key === undefined) return refuse(req, 'Unknown or revoked API key.');
     res.locals.apiKey = key;
     next();
   };

@@ -21,6 +21,9 @@ export interface ChatCompletionsPorts {
   readonly logger: Logger;
 }
 
+/** How a call's spend reservation is settled: by the gateway (answered, not submitted) or by the job's lifecycle. */
+type CallEnding = 'answered' | 'not-submitted' | 'unsettled';
+
 interface CompletionCall {
   readonly callId: string;
   readonly key: ResolvedApiKey;
@@ -33,9 +36,11 @@ interface CompletionCall {
 /**
  * `POST /v1/chat/completions` after authentication and the rate limit: validation, then the call holds an
  * in-flight slot and a spend reservation while the backend runs the job. The slot is released in one
- * `finally` on every exit, the client leaving mid-stream included; the reservation is committed when the
- * job answered, released when the call failed or the client left before the job was submitted, and left to
- * the job's lifecycle events when the client left a submitted job.
+ * `finally` on every exit, the client leaving mid-stream included. The reservation is committed when the
+ * job answered and released only when the backend said no job was submitted: once the call is handed to
+ * the backend, the job may be on chain and paid from the wallet whatever the client does, so a client
+ * leaving never gives the fee back (else dropping every connection early would spend without limit). Every
+ * other ending is settled by the job's lifecycle events, the reservation's TTL being the last resort.
  */
 export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHandler {
   const { backend, slots, spend, limitHits, logger } = ports;
@@ -44,15 +49,15 @@ export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHand
     const { callId, key, body, res, clientGone } = call;
     const feeWei = await backendInUse.quoteFee(body.model);
     const reservation = await spend.reserve(key, feeWei, callId);
-    // Once the job is on chain (`started`) the wallet pays for it whether or not the client stays, so a
-    // client that leaves must not give the fee back to the cap (else dropping every connection after the
-    // first chunk would spend without limit): the job's lifecycle events settle it (answered commits,
-    // failed or refunded releases), the reservation's TTL being the last resort.
-    let jobSubmitted = false;
-    let answered = false;
+    if (clientGone.aborted) {
+      // Not handed to the backend yet: nothing can be on chain.
+      await reservation.release();
+      throw new ClientGoneError();
+    }
+    let ending = 'unsettled' as CallEnding;
     try {
       const events = untilAborted(
-        observeSubmission(
+        watchForNotSubmitted(
           backendInUse.runCompletion(
             {
               callId,
@@ -71,7 +76,7 @@ export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHand
             clientGone,
           ),
           () => {
-            jobSubmitted = true;
+            ending = 'not-submitted';
           },
         ),
         clientGone,
@@ -82,14 +87,18 @@ export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHand
         model: body.model,
       };
       const onAnswered = async (chargedWei: bigint) => {
-        answered = true;
+        ending = 'answered';
         await reservation.commit(chargedWei);
       };
       if (body.stream) await relayAsEvents(events, new SseWriter(res, clientGone), identity, onAnswered);
       else await answerWithJson(events, res, identity, onAnswered);
     } finally {
-      const leftWhileJobRuns = jobSubmitted && clientGone.aborted;
-      if (!answered && !leftWhileJobRuns) await reservation.release();
+      if (ending === 'not-submitted') await reservation.release();
+      else if (ending === 'unsettled')
+        logger.info(
+          { keyPrefix: key.prefix, callId, reservationId: reservation.reservationId },
+          "the call ended before its job's outcome: its lifecycle events settle the spend reservation",
+        );
     }
   }
 
@@ -126,13 +135,13 @@ export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHand
   };
 }
 
-/** Passes the events through, telling `onSubmitted` when the job is on chain (`started`). */
-async function* observeSubmission(
+/** Passes the events through, telling `onNotSubmitted` when the backend fails a call it never submitted. */
+async function* watchForNotSubmitted(
   events: AsyncIterable<CompletionEvent>,
-  onSubmitted: () => void,
+  onNotSubmitted: () => void,
 ): AsyncGenerator<CompletionEvent> {
   for await (const event of events) {
-    if (event.kind === 'started') onSubmitted();
+    if (event.kind === 'failed' && !event.jobSubmitted) onNotSubmitted();
     yield event;
   }
 }

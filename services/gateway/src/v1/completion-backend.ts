@@ -56,6 +56,11 @@ export interface CompletionRequest {
 /**
  * What a running completion reports, in order: `started`, then `delta`s (streamed calls), then
  * `completed` or `failed`; or `failed` alone. Nothing reached the client before `started`.
+ *
+ * `failed.jobSubmitted` decides the call's spend reservation: `false` is the backend's authoritative word
+ * that no job transaction was (or will be) sent, and only then does the gateway give the fee back. Every
+ * other ending (a failure after submission, a thrown error, events that stop, the client leaving) leaves
+ * the reservation to the job's lifecycle events, and to its TTL as a last resort.
  */
 export type CompletionEvent =
   | { readonly kind: 'started'; readonly job: JobDescription; readonly feeWei: bigint }
@@ -67,7 +72,12 @@ export type CompletionEvent =
       /** The fee actually charged; the spend reservation is committed at this amount. */
       readonly chargedWei: bigint;
     }
-  | { readonly kind: 'failed'; readonly error: AppError };
+  | {
+      readonly kind: 'failed';
+      readonly error: AppError;
+      /** Whether a job transaction may have been sent; false only when the backend knows none was. */
+      readonly jobSubmitted: boolean;
+    };
 
 export interface CompletionBackend {
   /** The models served by at least one worker right now. */
@@ -75,8 +85,10 @@ export interface CompletionBackend {
   /** The current job fee of a model, reserved against the key's cap; `model_not_found` for an unknown one. */
   quoteFee(model: string): Promise<bigint>;
   /**
-   * Runs one completion as a job. A failure before the first event may also be thrown (an AppError or a
-   * gRPC error carrying one). `signal` aborts when the client goes away.
+   * Runs one completion as a job. A failure may also be thrown (an AppError or a gRPC error carrying one),
+   * but that says nothing about submission: report a refusal before submission as `failed` with
+   * `jobSubmitted: false`, or its reservation stays held. `signal` aborts when the client goes away; the
+   * backend decides whether the job still goes ahead, and its lifecycle events settle the reservation.
    */
   runCompletion(request: CompletionRequest, signal: AbortSignal): AsyncIterable<CompletionEvent>;
 }

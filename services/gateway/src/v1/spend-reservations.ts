@@ -1,5 +1,11 @@
 import { AppError, type Logger } from '@svc/platform';
+import { SpendReservationState } from '@svc/proto/gen/svc/key/v1/spend_reservation_pb';
 import type { KeyServiceClient } from '../key-service-client.js';
+import type {
+  GatewayMetrics,
+  SettlementAction,
+  SettlementOutcome,
+} from '../observability/gateway-metrics.js';
 import type { ResolvedApiKey } from './key-resolution-cache.js';
 import type { LimitHitReporter } from './limit-hit-reporter.js';
 
@@ -9,20 +15,22 @@ export interface SpendReservation {
   readonly amountWei: bigint;
   /** Counts the fee actually charged as spent (the call was answered). */
   commit(chargedWei: bigint): Promise<void>;
-  /** Gives the fee back (the call failed or its client left). A no-op after a commit. */
+  /** Gives the fee back: only when no job was submitted for the call. A no-op after a commit. */
   release(): Promise<void>;
 }
 
 /**
  * Spend reservations through the key-service: reserved before a job runs, atomically with the key's other
- * calls, so concurrent calls never pass the cap together. A settlement that fails is only logged: the
- * job's lifecycle events or the reservation's TTL settle it in the key-service.
+ * calls, so concurrent calls never pass the cap together. Every settlement's outcome is counted; one that
+ * fails, or a commit that does not come back COMMITTED, is logged: the job's lifecycle events (or the
+ * reservation's TTL) settle it in the key-service.
  */
 export class SpendReservations {
   constructor(
     private readonly keyService: KeyServiceClient,
     private readonly limitHits: LimitHitReporter,
     private readonly ttlMs: number,
+    private readonly metrics: GatewayMetrics,
     private readonly logger: Logger,
   ) {}
 
@@ -49,11 +57,24 @@ export class SpendReservations {
 
   #settleable(keyId: string, reservationId: string, amountWei: bigint): SpendReservation {
     let settled: Promise<void> | undefined;
-    const settleOnce = (settle: () => Promise<unknown>, what: string) => {
+    const settleOnce = (
+      action: SettlementAction,
+      settle: () => Promise<{ state: SpendReservationState }>,
+    ) => {
       settled ??= settle().then(
-        () => undefined,
-        (error: unknown) =>
-          this.logger.error({ err: error, keyId, reservationId }, `could not ${what} a spend reservation`),
+        ({ state }) => {
+          const outcome = outcomeOf(state);
+          this.metrics.spendSettled(action, outcome);
+          if (action === 'commit' && outcome !== 'committed')
+            this.logger.error(
+              { keyId, reservationId, state: outcome },
+              'a spend commit did not come back COMMITTED',
+            );
+        },
+        (error: unknown) => {
+          this.metrics.spendSettled(action, 'error');
+          this.logger.error({ err: error, keyId, reservationId }, `could not ${action} a spend reservation`);
+        },
       );
       return settled;
     };
@@ -61,12 +82,21 @@ export class SpendReservations {
       reservationId,
       amountWei,
       commit: (chargedWei) =>
-        settleOnce(
-          () =>
-            this.keyService.commitSpend({ reservationId, chargedWei: { decimal: chargedWei.toString() } }),
-          'commit',
+        settleOnce('commit', () =>
+          this.keyService.commitSpend({ reservationId, chargedWei: { decimal: chargedWei.toString() } }),
         ),
-      release: () => settleOnce(() => this.keyService.releaseSpend({ reservationId }), 'release'),
+      release: () => settleOnce('release', () => this.keyService.releaseSpend({ reservationId })),
     };
+  }
+}
+
+function outcomeOf(state: SpendReservationState): SettlementOutcome {
+  switch (state) {
+    case SpendReservationState.COMMITTED:
+      return 'committed';
+    case SpendReservationState.RELEASED:
+      return 'released';
+    default:
+      return 'held';
   }
 }

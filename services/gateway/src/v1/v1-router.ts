@@ -4,6 +4,7 @@ import express, { Router, type RequestHandler } from 'express';
 import { rateLimited } from '../http/rate-limit.js';
 import { bindRequestContext } from '../http/request-context.js';
 import type { KeyServiceClient } from '../key-service-client.js';
+import type { GatewayMetrics } from '../observability/gateway-metrics.js';
 import { authenticateApiKey, authenticatedKey } from './api-key-auth.js';
 import { BadKeyGuard } from './bad-key-guard.js';
 import { CallSlots } from './call-slots.js';
@@ -34,6 +35,7 @@ export interface V1RouterPorts {
   /** Runs completions and lists models; undefined on a server with completions off. */
   readonly backend: CompletionBackend | undefined;
   readonly limitHits: LimitHitReporter;
+  readonly metrics: GatewayMetrics;
   readonly logger: Logger;
   readonly settings: V1RouterSettings;
 }
@@ -51,7 +53,7 @@ function requireJsonContentType(): RequestHandler {
 
 /** Everything under `/v1`: the OpenAI-compatible surface and its `{ error: { ... } }` error shape. */
 export function v1Router(ports: V1RouterPorts): Router {
-  const { keyService, store, keyCache, backend, limitHits, logger, settings } = ports;
+  const { keyService, store, keyCache, backend, limitHits, metrics, logger, settings } = ports;
   const router = Router();
   router.use((_req, res, next) => {
     res.setHeader('cache-control', 'no-store');
@@ -62,7 +64,7 @@ export function v1Router(ports: V1RouterPorts): Router {
   const authenticate = authenticateApiKey({
     cache: keyCache,
     revocations: store.revocations,
-    badKeys: new BadKeyGuard(store.rateWindows, store.values, {
+    badKeys: new BadKeyGuard(store.rateWindows, {
       limit: settings.badKeyRateLimit,
       windowMs: settings.badKeyRateWindowMs,
     }),
@@ -94,7 +96,7 @@ export function v1Router(ports: V1RouterPorts): Router {
         { limit: settings.keyConcurrencyLimit, leaseTtlMs: settings.concurrencyLeaseTtlMs },
         logger,
       ),
-      spend: new SpendReservations(keyService, limitHits, settings.spendReservationTtlMs, logger),
+      spend: new SpendReservations(keyService, limitHits, settings.spendReservationTtlMs, metrics, logger),
       limitHits,
       logger,
     }),

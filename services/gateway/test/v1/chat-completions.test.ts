@@ -1,4 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { closeClient, createClient } from '@svc/proto';
+import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
+import { SpendReservationState } from '@svc/proto/gen/svc/key/v1/spend_reservation_pb';
 import { waitFor } from '@svc/testkit';
 import OpenAI, { APIError } from 'openai';
 import { call } from '../support/http.js';
@@ -279,20 +282,33 @@ describe('answers', () => {
 });
 
 describe('spend reservations', () => {
-  it('commits at the charged fee on success, releases on failure, and refuses past the cap with 402', async () => {
+  async function settleAsLifecycle(settle: 'commit' | 'release', reservationId: string) {
+    // Stands in for the job's lifecycle events, which settle what the gateway leaves held.
+    const settler = createClient(KeyService, keyService.address);
+    try {
+      return settle === 'commit'
+        ? await settler.commitSpend({ reservationId, chargedWei: { decimal: CHARGED_WEI.toString() } })
+        : await settler.releaseSpend({ reservationId });
+    } finally {
+      closeClient(settler);
+    }
+  }
+
+  async function completionStatus(minted: MintedKey, model: string): Promise<number> {
+    const answer = await call(gateway.baseUrl, 'POST', '/v1/chat/completions', {
+      token: minted.key,
+      body: { model, messages: hello },
+    });
+    return answer.status;
+  }
+
+  it('commits at the charged fee on success, releases a call never submitted, and refuses past the cap with 402', async () => {
     // Room for exactly one reserved fee at a time.
     const capped = await mintKey(gateway.baseUrl, { spendCapWei: String(FEE_WEI + CHARGED_WEI - 1n) });
     const client = sdk(capped.key);
 
-    // A failed call gives its reservation back: the next call still fits under the cap.
-    await expect(client.chat.completions.create({ model: 'fail-before', messages: hello })).rejects.toThrow();
-    await expect(
-      client.chat.completions
-        .create({ model: 'fail-after', messages: hello, stream: true })
-        .then(async (s) => {
-          for await (const _chunk of s);
-        }),
-    ).rejects.toThrow();
+    // The backend says no job was submitted: the reservation is given back and the next call fits.
+    await expect(client.chat.completions.create({ model: 'no-worker', messages: hello })).rejects.toThrow();
     expect((await listedKey(gateway.baseUrl, capped)).spentWei).toBe('0');
 
     await client.chat.completions.create({ model: 'echo:1b', messages: hello });
@@ -309,5 +325,54 @@ describe('spend reservations', () => {
       async () => (await listedKey(gateway.baseUrl, capped)).limitHits.spendCap === 1 || undefined,
       { what: 'the spend cap refusal to be counted' },
     );
+  });
+
+  it.each(['fail-after', 'fail-before'])(
+    'keeps the fee held when the job may have been submitted (%s) until its lifecycle settles it',
+    async (model) => {
+      const capped = await mintKey(gateway.baseUrl, { spendCapWei: String(FEE_WEI) });
+      expect(await completionStatus(capped, model)).toBeGreaterThanOrEqual(400);
+      const failed = backend.requests.at(-1);
+      expect(failed?.model).toBe(model);
+      expect(await completionStatus(capped, 'echo:1b')).toBe(402);
+
+      const released = await settleAsLifecycle('release', failed?.payment.reservationId ?? '');
+      expect(released.state).toBe(SpendReservationState.RELEASED);
+      expect(await completionStatus(capped, 'echo:1b')).toBe(200);
+    },
+  );
+
+  it('never gives the fee back when the client leaves after the call was handed to the backend', async () => {
+    // The job is sent at once but `started` comes 300 ms later; the client leaves at 150 ms.
+    const capped = await mintKey(gateway.baseUrl, { spendCapWei: String(FEE_WEI) });
+    const leaving = new AbortController();
+    const abandoned = fetch(`${gateway.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${capped.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'slow-start', messages: hello, stream: true }),
+      signal: leaving.signal,
+    });
+    await waitFor(
+      () =>
+        backend.requests.find(
+          (request) => request.model === 'slow-start' && request.payment.keyId === capped.id,
+        ),
+      {
+        what: 'the call to reach the backend',
+      },
+    );
+    setTimeout(() => leaving.abort(), 150);
+    await expect(abandoned).rejects.toThrow();
+    const handedOver = backend.requests.at(-1);
+    await waitFor(() => backend.aborted.includes(handedOver?.callId ?? '') || undefined, {
+      what: 'the gateway to notice the client left',
+    });
+
+    // The job runs and the wallet pays: a second call on a key capped at one fee is refused.
+    expect(await completionStatus(capped, 'echo:1b')).toBe(402);
+    // Its answer, settled by the lifecycle events, counts as spent.
+    const committed = await settleAsLifecycle('commit', handedOver?.payment.reservationId ?? '');
+    expect(committed.state).toBe(SpendReservationState.COMMITTED);
+    expect((await listedKey(gateway.baseUrl, capped)).spentWei).toBe(String(CHARGED_WEI));
   });
 });

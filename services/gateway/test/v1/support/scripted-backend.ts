@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { AppError } from '@svc/platform';
 import type {
   CompletionBackend,
@@ -21,8 +22,11 @@ export const JOB: JobDescription = {
 /**
  * A completion backend of our own port, scripted by model name, standing in for the job-orchestrator:
  * - `echo:1b` answers "echo: <last user message>" in three deltas;
- * - `fail-before` throws `job_failed` before any event; `no-worker` fails with `no_worker_available` first;
+ * - `fail-before` throws `job_failed` before any event (which says nothing about submission);
+ * - `no-worker` fails with `no_worker_available` first, saying no job was submitted;
  * - `fail-after` / `diverge` start, send one delta, then fail with `job_failed` / `stream_diverged`;
+ * - `slow-start` sends its job at once but reports `started` only after 300 ms (a block on a real chain),
+ *   then answers like `echo:1b`;
  * - `hold` starts, sends one delta, then waits until `releaseHeld()` or the client leaves.
  */
 export class ScriptedBackend implements CompletionBackend {
@@ -54,7 +58,7 @@ export class ScriptedBackend implements CompletionBackend {
       case 'fail-before':
         throw new AppError('job_failed', { message: 'The worker failed twice.' });
       case 'no-worker':
-        yield { kind: 'failed', error: new AppError('no_worker_available') };
+        yield { kind: 'failed', error: new AppError('no_worker_available'), jobSubmitted: false };
         return;
       case 'fail-after':
       case 'diverge':
@@ -63,6 +67,7 @@ export class ScriptedBackend implements CompletionBackend {
         yield {
           kind: 'failed',
           error: new AppError(request.model === 'diverge' ? 'stream_diverged' : 'job_failed'),
+          jobSubmitted: true,
         };
         return;
       case 'hold': {
@@ -73,6 +78,11 @@ export class ScriptedBackend implements CompletionBackend {
         yield { kind: 'completed', text: 'held answer', job: JOB, chargedWei: CHARGED_WEI };
         return;
       }
+      case 'slow-start':
+        await sleep(300);
+        yield started;
+        yield { kind: 'completed', text: 'slow answer', job: JOB, chargedWei: CHARGED_WEI };
+        return;
       default: {
         const text = `echo: ${request.messages.at(-1)?.content ?? ''}`;
         yield started;
