@@ -1,6 +1,7 @@
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createLogger } from '@svc/platform';
+import { AbiCoder, concat } from 'ethers';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 import { call, randomWallet, signInOverHttp } from './support/http.js';
 import { startKeyService, type RunningKeyService } from './support/key-service.js';
@@ -103,6 +104,42 @@ describe('POST /api/auth/verify', () => {
     const answer = await call(base, 'POST', '/api/auth/verify', { body: { message, signature } });
     expect(answer.status).toBe(401);
     expect(answer.body).toEqual(unauthorized);
+  });
+
+  it('answers 401 unauthorized, naming contract wallets, for an EIP-6492 signature', async () => {
+    const owner = randomWallet();
+    const message = await challengeFor(randomWallet().address); // a counterfactual account's address
+    const wrapped = AbiCoder.defaultAbiCoder().encode(
+      ['address', 'bytes', 'bytes'],
+      [randomWallet().address, '0x5fbfb9cf', await owner.signMessage(message)],
+    );
+    const signature = concat([wrapped, `0x${'6492'.repeat(16)}`]);
+    const answer = await call(base, 'POST', '/api/auth/verify', { body: { message, signature } });
+    expect(answer.status).toBe(401);
+    expect(answer.body).toEqual({
+      error: 'unauthorized',
+      message: expect.stringMatching(
+        /smart-contract wallets \(EIP-1271\/EIP-6492\) cannot sign in yet.*externally owned account/,
+      ),
+    });
+  });
+
+  it('answers 401 unauthorized for a signed variant of the issued message, which stays usable', async () => {
+    const wallet = randomWallet();
+    const message = await challengeFor(wallet.address);
+    const variant = `${message}\nResources:\n- https://keys.example.test/admin`;
+    const refused = await call(base, 'POST', '/api/auth/verify', {
+      body: { message: variant, signature: await wallet.signMessage(variant) },
+    });
+    expect(refused.status).toBe(401);
+    expect(refused.body).toEqual({
+      error: 'unauthorized',
+      message: expect.stringMatching(/not the message issued with its nonce/),
+    });
+    const answer = await call(base, 'POST', '/api/auth/verify', {
+      body: { message, signature: await wallet.signMessage(message) },
+    });
+    expect(answer.status).toBe(200);
   });
 
   it('answers 401 unauthorized when a nonce is used twice', async () => {

@@ -7,7 +7,14 @@ import { generateSigningKey, TokenKeyRing } from '../src/signin/token-key-ring.j
 import { SIGN_IN_TOKEN_TYPE } from '../src/signin/sign-in-tokens.js';
 import { errorCodeOf } from './support/errors.js';
 import { startReplica, TEST_SIWE, type KeyServiceReplica } from './support/key-service-harness.js';
-import { randomWallet, signIn } from './support/sign-in.js';
+import {
+  compactSignature,
+  eip6492Signature,
+  multiOwnerSignature,
+  randomWallet,
+  refusalOf,
+  signIn,
+} from './support/sign-in.js';
 import { createTestStore, type TestStore } from './support/test-store.js';
 
 let database: TestDatabase;
@@ -142,7 +149,7 @@ describe('verify', () => {
     });
   });
 
-  it('refuses a signature by another wallet', async () => {
+  it('refuses the issued message signed by another wallet, without spending the nonce', async () => {
     const wallet = randomWallet();
     const challenge = await replica.client.createChallenge({ address: { hex: wallet.address } });
     const code = await errorCodeOf(
@@ -152,6 +159,12 @@ describe('verify', () => {
       }),
     );
     expect(code).toBe('unauthorized');
+    // Whoever learned the issued message cannot burn it: only its address's signature spends the nonce.
+    const result = await replica.client.verifySignIn({
+      message: challenge.message,
+      signature: await wallet.signMessage(challenge.message),
+    });
+    expect(result.address?.hex).toBe(wallet.address);
   });
 
   it('refuses a message changed after signing', async () => {
@@ -164,14 +177,163 @@ describe('verify', () => {
     );
   });
 
-  it('answers a malformed signature with invalid_request and a non-SIWE message with unauthorized', async () => {
+  it.each([
+    ['not hex', '0xzz'],
+    ['an odd number of hex digits', '0x123'],
+    ['missing its 0x', 'ab'.repeat(65)],
+    ['empty', ''],
+  ])('answers a signature that is %s with invalid_request', async (_, signature) => {
     const wallet = randomWallet();
     const challenge = await replica.client.createChallenge({ address: { hex: wallet.address } });
-    expect(
-      await errorCodeOf(replica.client.verifySignIn({ message: challenge.message, signature: '0x1234' })),
-    ).toBe('invalid_request');
+    expect(await errorCodeOf(replica.client.verifySignIn({ message: challenge.message, signature }))).toBe(
+      'invalid_request',
+    );
+  });
+
+  it('answers a non-SIWE message with unauthorized', async () => {
+    const wallet = randomWallet();
     const signature = await wallet.signMessage('hello');
     expect(await errorCodeOf(replica.client.verifySignIn({ message: 'hello', signature }))).toBe(
+      'unauthorized',
+    );
+  });
+});
+
+describe('verify: the signed message must be exactly the issued one', () => {
+  // Each variant is signed by the challenged wallet, names the challenge's nonce and passes every field and
+  // time check: only the binding of the nonce to the issued text refuses it.
+  it.each([
+    ['another statement', { statement: 'Sign in to manage API keys and approve every transfer' }],
+    [
+      'extra Resources',
+      {
+        resources: [
+          'https://keys.example.test/admin',
+          'ipfs://bafybeiemxf5abjwjbikoz4mc3a3dla6ual3jsgpdr4cjr3oz3evfyavhwq',
+        ],
+      },
+    ],
+    ['no Expiration Time', { expirationTime: undefined }],
+    ['another Issued At', { issuedAt: new Date(Date.now() - 30_000).toISOString() }],
+    ['a Not Before', { notBefore: new Date(Date.now() - 30_000).toISOString() }],
+    ['a Request ID', { requestId: 'request-1' }],
+  ])(
+    'refuses the issued message with %s, signed by the right wallet, and leaves the nonce to the issued message',
+    async (_, changes) => {
+      const wallet = randomWallet();
+      const challenge = await replica.client.createChallenge({ address: { hex: wallet.address } });
+      const variant = altered(challenge.message, changes as Partial<SiweMessage>);
+      expect(variant).not.toBe(challenge.message);
+      expect(new SiweMessage(variant).nonce).toBe(challenge.nonce);
+      const refusal = await refusalOf(
+        replica.client.verifySignIn({ message: variant, signature: await wallet.signMessage(variant) }),
+      );
+      expect(refusal.code).toBe('unauthorized');
+      expect(refusal.message).toMatch(/not the message issued with its nonce/);
+      const result = await replica.client.verifySignIn({
+        message: challenge.message,
+        signature: await wallet.signMessage(challenge.message),
+      });
+      expect(result.address?.hex).toBe(wallet.address);
+    },
+  );
+
+  it('refuses the issued message with CRLF line endings (compared byte for byte)', async () => {
+    const wallet = randomWallet();
+    const challenge = await replica.client.createChallenge({ address: { hex: wallet.address } });
+    const crlf = challenge.message.replace(/\n/g, '\r\n');
+    expect(
+      await errorCodeOf(
+        replica.client.verifySignIn({ message: crlf, signature: await wallet.signMessage(crlf) }),
+      ),
+    ).toBe('unauthorized');
+  });
+
+  it('gives exactly one token, to the issued message, when variants and the issued message race for a nonce', async () => {
+    const wallet = randomWallet();
+    const challenge = await replica.client.createChallenge({ address: { hex: wallet.address } });
+    const variant = altered(challenge.message, { resources: ['https://keys.example.test/admin'] });
+    const [genuineSignature, variantSignature] = await Promise.all([
+      wallet.signMessage(challenge.message),
+      wallet.signMessage(variant),
+    ]);
+    const attempts = Array.from({ length: 10 }, (_, index) =>
+      index % 2 === 0
+        ? { message: variant, signature: variantSignature }
+        : { message: challenge.message, signature: genuineSignature },
+    );
+    const outcomes = await Promise.allSettled(
+      attempts.map((attempt) => replica.client.verifySignIn(attempt)),
+    );
+    const winners = attempts.filter((_, index) => outcomes[index]!.status === 'fulfilled');
+    expect(winners).toEqual([{ message: challenge.message, signature: genuineSignature }]);
+  });
+});
+
+describe('verify: smart-contract wallets', () => {
+  const contractWalletRefusal =
+    /smart-contract wallets \(EIP-1271\/EIP-6492\) cannot sign in yet.*externally owned account/;
+
+  it('refuses an EIP-6492 signature of a counterfactual account with unauthorized, naming contract wallets', async () => {
+    const owner = randomWallet();
+    const account = randomWallet().address; // the account the factory would deploy
+    const challenge = await replica.client.createChallenge({ address: { hex: account } });
+    const signature = await eip6492Signature(owner, challenge.message);
+    expect(signature.endsWith('6492'.repeat(16))).toBe(true);
+    const refusal = await refusalOf(replica.client.verifySignIn({ message: challenge.message, signature }));
+    expect(refusal).toEqual({ code: 'unauthorized', message: expect.stringMatching(contractWalletRefusal) });
+    expect(refusal.message).toMatch(/EIP-6492/);
+  });
+
+  it.each([
+    ['a multi-owner (Safe style) signature of 130 bytes', 2],
+    ['a multi-owner signature of 195 bytes', 3],
+  ])('refuses %s with unauthorized, naming contract wallets', async (_, owners) => {
+    const wallets = Array.from({ length: owners }, () => randomWallet());
+    const safe = randomWallet().address;
+    const challenge = await replica.client.createChallenge({ address: { hex: safe } });
+    const signature = await multiOwnerSignature(wallets, challenge.message);
+    const refusal = await refusalOf(replica.client.verifySignIn({ message: challenge.message, signature }));
+    expect(refusal).toEqual({ code: 'unauthorized', message: expect.stringMatching(contractWalletRefusal) });
+  });
+
+  it('refuses a hex signature of another length (an EIP-1271 blob) with unauthorized, naming contract wallets', async () => {
+    const challenge = await replica.client.createChallenge({ address: { hex: randomWallet().address } });
+    const refusal = await refusalOf(
+      replica.client.verifySignIn({ message: challenge.message, signature: '0x1234' }),
+    );
+    expect(refusal).toEqual({ code: 'unauthorized', message: expect.stringMatching(contractWalletRefusal) });
+  });
+
+  it("refuses an owner's 65-byte signature for a contract wallet's address, saying contract wallets are not supported", async () => {
+    const owner = randomWallet();
+    const contractWallet = randomWallet().address;
+    const challenge = await replica.client.createChallenge({ address: { hex: contractWallet } });
+    const refusal = await refusalOf(
+      replica.client.verifySignIn({
+        message: challenge.message,
+        signature: await owner.signMessage(challenge.message),
+      }),
+    );
+    expect(refusal.code).toBe('unauthorized');
+    expect(refusal.message).toMatch(/does not recover to the message's address/);
+    expect(refusal.message).toMatch(contractWalletRefusal);
+  });
+
+  it('accepts the EIP-2098 compact (64-byte) form of the right signature', async () => {
+    const wallet = randomWallet();
+    const challenge = await replica.client.createChallenge({ address: { hex: wallet.address } });
+    const signature = compactSignature(await wallet.signMessage(challenge.message));
+    expect(signature).toMatch(/^0x[0-9a-f]{128}$/);
+    const result = await replica.client.verifySignIn({ message: challenge.message, signature });
+    expect(result.address?.hex).toBe(wallet.address);
+  });
+
+  it("refuses the compact form of another wallet's signature", async () => {
+    const wallet = randomWallet();
+    const challenge = await replica.client.createChallenge({ address: { hex: wallet.address } });
+    const signature = compactSignature(await randomWallet().signMessage(challenge.message));
+    expect(await errorCodeOf(replica.client.verifySignIn({ message: challenge.message, signature }))).toBe(
       'unauthorized',
     );
   });

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { SiweMessage } from 'siwe';
 import type { ExpiringValues } from '@svc/platform';
 import type { WalletAddress } from '../wallet/wallet-address.js';
@@ -19,9 +19,19 @@ export interface SignInChallenge {
   readonly expiresAt: Date;
 }
 
+/** What spending a nonce with a message found. */
+export type NonceSpend =
+  /** The nonce was live and the message is the one issued with it: spent now, by this caller only. */
+  | 'spent'
+  /** The nonce is live but was issued with another message: left as it was. */
+  | 'other-message'
+  /** No such nonce: never issued, expired, or already spent. */
+  | 'unknown';
+
 /**
- * Server-chosen single-use nonces, each bound to the address that asked for it and kept in the shared
- * store for the challenge TTL, so any replica can verify a challenge another replica issued.
+ * Server-chosen single-use nonces, each bound to the exact message issued with it (and so to the address,
+ * statement, times and every other field) and kept in the shared store for the challenge TTL, so any
+ * replica can verify a challenge another replica issued.
  */
 export class SignInChallenges {
   constructor(
@@ -46,19 +56,30 @@ export class SignInChallenges {
       issuedAt: issuedAt.toISOString(),
       expirationTime: expiresAt.toISOString(),
     }).prepareMessage();
-    await this.values.set(nonceKey(nonce), address.lowercase, this.settings.challengeTtlMs);
+    await this.values.set(nonceKey(nonce), digestOf(message), this.settings.challengeTtlMs);
     return { nonce, message, expiresAt };
   }
 
   /**
-   * Spends the nonce when it is live and was issued to `address`, atomically: of concurrent callers at
-   * most one succeeds, and a nonce issued to another address is left untouched for its owner.
+   * Spends the nonce when it is live and `message` is, byte for byte, the message issued with it; in one
+   * atomic step, so of concurrent callers at most one gets 'spent'. Any other message leaves the nonce
+   * untouched: whoever learned a nonce cannot burn its owner's challenge by posting something else for it
+   * (even a variant the owner's wallet was tricked into signing), and the exact issued message can only
+   * reach this point signed by the address it names.
    */
-  consume(nonce: string, address: WalletAddress): Promise<boolean> {
-    return this.values.compareAndDelete(nonceKey(nonce), address.lowercase);
+  async consume(nonce: string, message: string): Promise<NonceSpend> {
+    const key = nonceKey(nonce);
+    if (await this.values.compareAndDelete(key, digestOf(message))) return 'spent';
+    // Only words the refusal: a nonce spent or expired between the two calls changes nothing else.
+    return (await this.values.get(key)) === null ? 'unknown' : 'other-message';
   }
 }
 
 function nonceKey(nonce: string): string {
   return `siwe-nonce:${nonce}`;
+}
+
+/** What the store keeps for a nonce: the issued message's hash, never compared after any normalisation. */
+function digestOf(message: string): string {
+  return `sha256:${createHash('sha256').update(message, 'utf8').digest('hex')}`;
 }

@@ -4,18 +4,26 @@ import { SiweMessage } from 'siwe';
 import { parseWalletAddress, type WalletAddress } from '../wallet/wallet-address.js';
 import type { SignInChallenges, SiweSettings } from './sign-in-challenges.js';
 
-const SIGNATURE_SHAPE = /^0x[0-9a-fA-F]{130}$/;
+/** `0x` and whole bytes of hex: what any wallet, EOA or contract, sends as a signature. */
+const HEX_BYTES = /^0x(?:[0-9a-fA-F]{2})*$/;
+/** The suffix ending every EIP-6492 signature (a contract wallet that is not deployed yet). */
+const EIP6492_MAGIC_SUFFIX = '6492'.repeat(16);
+/** r, s, v (`personal_sign`), or EIP-2098's r and yParity-with-s: the two encodings of one ECDSA signature. */
+const ECDSA_SIGNATURE_BYTES = new Set([65, 64]);
 /** An EIP-4361 message with our fields is a few hundred bytes; anything far larger is not one. */
 const MAX_MESSAGE_LENGTH = 4096;
+const CONTRACT_WALLETS_UNSUPPORTED =
+  'smart-contract wallets (EIP-1271/EIP-6492) cannot sign in yet: sign with an externally owned account';
 
 /**
  * Checks a signed EIP-4361 message the way docs/api.md describes: fields against configuration, times
  * with a small clock skew, the `personal_sign` signature of an externally owned account, and last the
- * nonce, spent only by a message that is otherwise fully valid.
+ * nonce, spent only by the very message issued with it once it is otherwise fully valid.
  *
  * siwe parses the message (its ABNF parser); the checks are ours, because `SiweMessage.verify` compares
  * only the fields it is handed, has no clock skew, and writes to the console on a malformed signature.
- * Contract wallets (EIP-1271) are not supported: that needs a chain connection this service does not have.
+ * Contract wallets (EIP-1271, EIP-6492) are refused with a reason saying so: verifying them needs a chain
+ * connection this service does not have.
  */
 export class SignedMessageVerifier {
   constructor(
@@ -28,18 +36,19 @@ export class SignedMessageVerifier {
     if (typeof message !== 'string' || message.length === 0 || message.length > MAX_MESSAGE_LENGTH) {
       throw new AppError('invalid_request', { message: 'message must be the signed EIP-4361 message.' });
     }
-    if (!SIGNATURE_SHAPE.test(signature)) {
-      throw new AppError('invalid_request', {
-        message: 'signature must be "0x" followed by 130 hex digits (a 65-byte personal_sign signature).',
-      });
-    }
+    checkSignatureKind(signature);
     const parsed = parse(message);
     const signer = this.checkFields(parsed);
     this.checkTimes(parsed);
     checkSignature(message, signature, signer);
-    if (!(await this.challenges.consume(parsed.nonce, signer))) {
-      throw refused('the nonce is unknown, expired, already used, or was issued for another address');
+    // Last, so that only a message passing every other check can spend the nonce (see consume).
+    const spend = await this.challenges.consume(parsed.nonce, message);
+    if (spend === 'other-message') {
+      throw refused(
+        'the message is not the message issued with its nonce; sign the challenge message exactly as issued',
+      );
     }
+    if (spend === 'unknown') throw refused('the nonce is unknown, expired or already used');
     return signer;
   }
 
@@ -86,15 +95,43 @@ function parse(message: string): SiweMessage {
   return parsed;
 }
 
+/**
+ * A signature that is not hex is a malformed request; well-formed hex that cannot be an ECDSA signature
+ * is what a contract wallet sends (EIP-6492 wrapping, a multi-owner concatenation, any EIP-1271 blob),
+ * refused as such rather than as a bad shape.
+ */
+function checkSignatureKind(signature: string): void {
+  if (typeof signature !== 'string' || !HEX_BYTES.test(signature)) {
+    throw new AppError('invalid_request', {
+      message:
+        'signature must be "0x" followed by hex digits: a 65-byte personal_sign signature (130 hex digits), or its 64-byte EIP-2098 compact form.',
+    });
+  }
+  if (signature.toLowerCase().endsWith(EIP6492_MAGIC_SUFFIX)) {
+    throw refused(
+      `the signature is an EIP-6492 signature of a contract wallet; ${CONTRACT_WALLETS_UNSUPPORTED}`,
+    );
+  }
+  const bytes = (signature.length - 2) / 2;
+  if (!ECDSA_SIGNATURE_BYTES.has(bytes)) {
+    throw refused(
+      `the signature is ${bytes} bytes, not a 65-byte ECDSA signature; ${CONTRACT_WALLETS_UNSUPPORTED}`,
+    );
+  }
+}
+
 function checkSignature(message: string, signature: string, signer: WalletAddress): void {
   let recovered: string;
   try {
     recovered = verifyMessage(message, signature);
   } catch (error) {
-    throw refused('the signature is malformed', error);
+    throw refused(`the signature is not a valid ECDSA signature; ${CONTRACT_WALLETS_UNSUPPORTED}`, error);
   }
   if (recovered.toLowerCase() !== signer.lowercase) {
-    throw refused("the signature is not the message address's personal_sign signature");
+    // Another key's signature, or a contract wallet's (an owner's signature for the wallet's address).
+    throw refused(
+      `the signature does not recover to the message's address with personal_sign recovery; ${CONTRACT_WALLETS_UNSUPPORTED}`,
+    );
   }
 }
 
