@@ -3,6 +3,7 @@ import { gatewayModule } from '@svc/gateway';
 import { keyServiceModule } from '@svc/key-service';
 import type { Target, Unit } from '@svc/runtime';
 import { workerModule } from '@svc/worker';
+import { localSecrets } from './local-secrets.js';
 
 /** The password of the all-in-one workers' session-key vaults: devnet keys are public anyway. */
 const DEVNET_WORKER_PASSWORD = 'devnet';
@@ -15,9 +16,19 @@ export const allInOne: Target = {
   name: 'all',
   allInOne: true,
   modules: [keyServiceModule, gatewayModule, workerModule],
-  // Internal gRPC stays on loopback, on a free port: the gateway is the only thing users reach.
-  defaults: { GRPC_HOST: '127.0.0.1', GRPC_PORT: '0' },
-  derive: (env) => ({ PUBLIC_URL: env.PUBLIC_URL ?? `http://localhost:${env.PORT ?? '8080'}` }),
+  // Internal gRPC stays on loopback, on a free port: the gateway is the only thing users reach. Only here
+  // may the settings that are unsafe to guess in a deployment default: the proxy trusted is loopback's,
+  // sign-in is bound to PUBLIC_URL and the devnet's chain, and the secrets are kept under STATE_DIR.
+  defaults: { GRPC_HOST: '127.0.0.1', GRPC_PORT: '0', TRUST_PROXY: 'loopback' },
+  derive: (env, { stateDir }) => {
+    const publicUrl = env.PUBLIC_URL ?? `http://localhost:${env.PORT ?? '8080'}`;
+    return {
+      PUBLIC_URL: publicUrl,
+      SIWE_DOMAIN: new URL(publicUrl).host,
+      SIWE_URI: publicUrl,
+      ...localSecrets(stateDir),
+    };
+  },
   units: ({ chain }, runtime) => {
     const workerAccounts = chain?.devnet?.accounts.filter((account) => account.role === 'worker') ?? [];
     const models = chain?.devnet?.models.map((model) => model.name).join(',') ?? '';

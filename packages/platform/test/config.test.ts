@@ -59,6 +59,13 @@ describe('loadConfig', () => {
     expect(() => loadConfig(shape, {})).toThrow('DATABASE_URL is required');
   });
 
+  it('refuses a string shorter than its minimum length without echoing it', () => {
+    const peppered = { PEPPER: env.string({ doc: 'pepper', secret: true, minLength: 32 }) };
+    expect(() => loadConfig(peppered, { PEPPER: 'short-secret' })).toThrow('at least 32 characters');
+    expect(() => loadConfig(peppered, { PEPPER: 'short-secret' })).not.toThrow('short-secret');
+    expect(loadConfig(peppered, { PEPPER: 'p'.repeat(32) }).PEPPER).toBe('p'.repeat(32));
+  });
+
   it('parses durations', () => {
     expect(parseDurationMs('250ms')).toBe(250);
     expect(parseDurationMs('5m')).toBe(300_000);

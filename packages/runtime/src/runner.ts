@@ -33,8 +33,14 @@ export interface Target {
   readonly modules: readonly ServiceModule[];
   /** Defaults of this target, under the environment (the all-in-one target binds gRPC to a free port). */
   readonly defaults?: Readonly<Record<string, string>>;
-  /** Settings derived from the environment before any module reads it (PUBLIC_URL from PORT). */
-  readonly derive?: (env: Readonly<Record<string, string | undefined>>) => Record<string, string>;
+  /**
+   * Settings derived before any module reads them (PUBLIC_URL from PORT, secrets kept under STATE_DIR); a
+   * setting the environment has is the environment's. Runs after `--reset`.
+   */
+  readonly derive?: (
+    env: Readonly<Record<string, string | undefined>>,
+    context: { readonly stateDir: string },
+  ) => Record<string, string>;
   /** The instances to run once the dependencies are open; default one per module. */
   readonly units?: (dependencies: Partial<SharedDependencies>, runtime: RuntimeConfig) => Unit[];
   /** The all-in-one target: creates a missing database on DATABASE_URL's server. */
@@ -77,7 +83,6 @@ export async function runTarget(target: Target, options: RunOptions = {}): Promi
   const started = Date.now();
   const userEnv = options.env ?? process.env;
   const baseEnv: Record<string, string | undefined> = { ...target.defaults, ...withoutEmpty(userEnv) };
-  Object.assign(baseEnv, target.derive?.(baseEnv));
   const runtime = loadConfig(runtimeConfigShape, baseEnv);
   const logger = options.logger ?? createLogger({ service: target.name, level: runtime.LOG_LEVEL });
   const stateDir = isAbsolute(runtime.STATE_DIR) ? runtime.STATE_DIR : resolve(runtime.STATE_DIR);
@@ -85,6 +90,8 @@ export async function runTarget(target: Target, options: RunOptions = {}): Promi
     rmSync(stateDir, { recursive: true, force: true });
     logger.info({ stateDir }, 'state reset: starting from scratch');
   }
+  for (const [setting, value] of Object.entries(target.derive?.(baseEnv, { stateDir }) ?? {}))
+    baseEnv[setting] ??= value;
 
   const closers: Closer[] = [];
   const closeAll = once(async () => {

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -182,5 +182,37 @@ describe('runTarget', () => {
     await expect(
       runTarget({ name: 'strict', modules: [strict] }, { env: { A_PORT: 'x', B_COUNT: '0' }, logger }),
     ).rejects.toThrow(/strict: A_PORT must be an integer[\s\S]*strict: B_COUNT must be an integer/);
+  });
+
+  it('derives settings after --reset, under STATE_DIR, without overriding the environment', async () => {
+    const derivedDir = mkdtempSync(join(tmpdir(), 'svc-derive-'));
+    writeFileSync(join(derivedDir, 'left-over'), 'from an earlier run');
+    const seen: Array<Record<string, string | undefined>> = [];
+    const reader = defineModule({
+      name: 'reader',
+      configShape: {
+        FROM_STATE: env.string({ doc: 'derived from a file under STATE_DIR' }),
+        CHOSEN: env.string({ doc: 'set by the environment' }),
+      },
+      needs: [],
+      build: (config) => {
+        seen.push(config);
+        return { start: async () => {}, stop: async () => {} };
+      },
+    });
+    const running = await runTarget(
+      {
+        name: 'deriving',
+        modules: [reader],
+        derive: (_env, { stateDir: dir }) => ({
+          FROM_STATE: existsSync(join(dir, 'left-over')) ? 'stale' : 'fresh',
+          CHOSEN: 'derived',
+        }),
+      },
+      { env: { STATE_DIR: derivedDir, CHOSEN: 'operator' }, reset: true, logger },
+    );
+    await running.stop();
+    rmSync(derivedDir, { recursive: true, force: true });
+    expect(seen).toEqual([{ FROM_STATE: 'fresh', CHOSEN: 'operator' }]);
   });
 });

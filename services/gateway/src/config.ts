@@ -12,8 +12,7 @@ export const gatewayConfigShape = {
     protocols: ['http', 'https'],
   }),
   TRUST_PROXY: env.string({
-    doc: "Which proxies' X-Forwarded-For the gateway believes when it takes a client's address (express `trust proxy`: `false`, a hop count, or comma-separated addresses, subnets or `loopback`, `linklocal`, `uniquelocal`). Name your load balancer's addresses: a trusted peer can choose the address that per-address limits count.",
-    default: 'loopback',
+    doc: "Which proxies' X-Forwarded-For the gateway believes when it takes a client's address (express `trust proxy`: `false`, a hop count, or comma-separated addresses, subnets or `loopback`, `linklocal`, `uniquelocal`). Required outside the all-in-one target (which trusts `loopback`): name your load balancer's addresses, since a trusted peer chooses the address per-address limits count, and behind an untrusted proxy every client shares the proxy's address.",
   }),
 
   KEY_SERVICE_ADDRESS: env.string({

@@ -2,8 +2,9 @@ import { env, loadConfig, type ConfigOf } from '@svc/platform';
 
 /**
  * Every setting of the key-service, read once from the environment at start-up (the database, store,
- * bus and gRPC server are the runner's: see @svc/runtime). Defaults run the all-in-one mode on one
- * machine; docs/configuration.md carries the reference generated from this shape.
+ * bus and gRPC server are the runner's: see @svc/runtime). What is only safe on a laptop has no default
+ * (the sign-in domain, URI and chain, the token signing key, the key pepper): the all-in-one target
+ * supplies those, every other deployment sets them. docs/configuration.md is generated from this shape.
  */
 export const keyServiceConfigShape = {
   DATABASE_POOL_SIZE: env.int({
@@ -15,18 +16,17 @@ export const keyServiceConfigShape = {
     doc: 'Apply pending migrations at start (under an advisory lock, so replicas may all do it).',
     default: true,
   }),
-  PUBLIC_URL: env.url({
-    doc: 'URL users reach the gateway at; the sign-in domain and URI follow from it unless set. The all-in-one target derives it from PORT.',
-    protocols: ['http', 'https'],
-    default: 'http://localhost:8080',
-  }),
-  SIWE_DOMAIN: env.optionalString({
-    doc: 'RFC 3986 authority the sign-in message names and verification requires (the site users sign in to). Default: the host of PUBLIC_URL.',
+  SIWE_DOMAIN: env.string({
+    doc: "RFC 3986 authority the sign-in message names and verification requires: the host users sign in at (the gateway's public host, e.g. `api.example.com`). Required; the all-in-one target derives it from PUBLIC_URL.",
   }),
   SIWE_URI: env.url({
-    doc: 'URI the sign-in message names and verification requires. Default: PUBLIC_URL.',
+    doc: "URI the sign-in message names and verification requires (the gateway's public URL). Required; the all-in-one target derives it from PUBLIC_URL.",
+    required: true,
   }),
-  CHAIN_ID: env.int({ doc: 'EIP-155 chain id the sign-in message is bound to.', default: 31337, min: 1 }),
+  CHAIN_ID: env.int({
+    doc: "EIP-155 chain id the sign-in message is bound to: the chain the wallets use. Required; the all-in-one target takes its chain's.",
+    min: 1,
+  }),
   SIWE_STATEMENT: env.string({
     doc: 'Human-readable statement of the sign-in message.',
     default: 'Sign in to manage API keys',
@@ -40,8 +40,8 @@ export const keyServiceConfigShape = {
   SIGNIN_TOKEN_ISSUER: env.string({ doc: '`iss` of sign-in tokens.', default: 'svc-key-service' }),
   SIGNIN_TOKEN_AUDIENCE: env.string({ doc: '`aud` of sign-in tokens.', default: 'svc-api' }),
   SIGNIN_TOKEN_TTL: env.durationMs({ doc: 'Lifetime of a sign-in token.', default: '1h' }),
-  SIGNIN_TOKEN_SIGNING_KEY: env.optionalString({
-    doc: 'Private key that signs new sign-in tokens: an EC P-256 or Ed25519 JWK (JSON, with `kid`) or a PKCS#8 PEM. Unset: a key is generated at start, valid for this process only (all-in-one mode).',
+  SIGNIN_TOKEN_SIGNING_KEY: env.string({
+    doc: 'Private key that signs new sign-in tokens: an EC P-256 or Ed25519 JWK (JSON, with `kid`) or a PKCS#8 PEM. Required, and the same on every replica (a token signed by one must verify on all). The all-in-one target generates one under STATE_DIR.',
     secret: true,
   }),
   SIGNIN_TOKEN_SIGNING_KEY_ID: env.optionalString({
@@ -51,9 +51,10 @@ export const keyServiceConfigShape = {
     doc: 'Older public keys still accepted during a rotation: a JWK Set (JSON) whose keys each carry `kid` and `alg`.',
   }),
 
-  API_KEY_PEPPER: env.optionalString({
-    doc: 'Secret mixed into stored key hashes (HMAC-SHA-256). Set it before the first key is minted; changing it invalidates every key.',
+  API_KEY_PEPPER: env.string({
+    doc: 'Secret mixed into stored key hashes (HMAC-SHA-256), at least 32 characters, so a leaked table alone cannot confirm a guessed key. Required; set it before the first key is minted: changing it invalidates every key. The all-in-one target generates one under STATE_DIR.',
     secret: true,
+    minLength: 32,
   }),
   MAX_ACTIVE_KEYS_PER_WALLET: env.int({ doc: 'Active keys one wallet may hold.', default: 25, min: 1 }),
 

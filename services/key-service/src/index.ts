@@ -1,4 +1,5 @@
 export { keyServiceConfigShape, loadKeyServiceConfig, type KeyServiceConfig } from './config.js';
+export { generateKeyServiceSecrets, type KeyServiceSecrets } from './secrets.js';
 export { buildKeyService, type KeyServiceInstance, type KeyServicePorts } from './service.js';
 export { openDatabase, type DatabaseSettings } from './db/database.js';
 export { applyMigrations, MIGRATIONS_DIR, MigrationError, type MigrationReport } from './db/migrate.js';

@@ -34,11 +34,6 @@ export function createKeyServiceModule(options: KeyServiceModuleOptions = {}) {
             poolSize: config.DATABASE_POOL_SIZE,
             onConnectionError: (error) => logger.warn({ err: error }, 'postgres connection error'),
           });
-          if (!config.SIGNIN_TOKEN_SIGNING_KEY) {
-            logger.warn(
-              'SIGNIN_TOKEN_SIGNING_KEY is unset: generated a signing key; tokens verify on this process only',
-            );
-          }
           const tokenKeys = await loadTokenKeyRing({
             signingKey: config.SIGNIN_TOKEN_SIGNING_KEY,
             signingKeyId: config.SIGNIN_TOKEN_SIGNING_KEY_ID,

@@ -56,8 +56,8 @@ export function buildKeyService(ports: KeyServicePorts): KeyServiceInstance {
   const now = ports.now ?? (() => new Date());
 
   const siwe: SiweSettings = {
-    domain: config.SIWE_DOMAIN ?? new URL(config.PUBLIC_URL as string).host,
-    uri: config.SIWE_URI ?? (config.PUBLIC_URL as string),
+    domain: config.SIWE_DOMAIN,
+    uri: config.SIWE_URI as string,
     chainId: config.CHAIN_ID,
     statement: config.SIWE_STATEMENT,
     challengeTtlMs: config.SIWE_CHALLENGE_TTL,

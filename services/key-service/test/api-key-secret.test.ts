@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
 import { ApiKeyHasher, generateApiKeySecret, hasApiKeyShape } from '../src/keys/api-key-secret.js';
 
@@ -24,12 +25,17 @@ describe('API key secrets', () => {
     expect(secondCharacters.size).toBe(62);
   });
 
-  it('hash with SHA-256, or with HMAC under a pepper so the same key hashes differently', () => {
+  it('hashes with HMAC-SHA-256 under the pepper: another pepper, another hash, and never the plain SHA-256', () => {
     const { fullKey } = generateApiKeySecret();
-    const plain = new ApiKeyHasher().hash(fullKey);
-    const peppered = new ApiKeyHasher('pepper').hash(fullKey);
-    expect(plain).toHaveLength(32);
-    expect(Buffer.from(plain).equals(Buffer.from(peppered))).toBe(false);
-    expect(Buffer.from(new ApiKeyHasher('pepper').hash(fullKey)).equals(Buffer.from(peppered))).toBe(true);
+    const peppered = new ApiKeyHasher('pepper-one').hash(fullKey);
+    expect(peppered).toHaveLength(32);
+    expect(Buffer.from(new ApiKeyHasher('pepper-one').hash(fullKey)).equals(Buffer.from(peppered))).toBe(
+      true,
+    );
+    expect(Buffer.from(new ApiKeyHasher('pepper-two').hash(fullKey)).equals(Buffer.from(peppered))).toBe(
+      false,
+    );
+    const plain = createHash('sha256').update(fullKey).digest();
+    expect(Buffer.from(peppered).equals(plain)).toBe(false);
   });
 });

@@ -5,6 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
+import { generateKeyServiceSecrets } from '../src/secrets.js';
 import { randomWallet } from './support/sign-in.js';
 import { createTestDatabase, type TestDatabase } from '@svc/testkit';
 import { createTestStore, type TestStore } from './support/test-store.js';
@@ -30,9 +31,16 @@ afterAll(async () => {
   await database?.drop();
 });
 
-/** Starts src/main.ts as a container does and resolves with the gRPC address from its "started" log line. */
-function startMain(): Promise<string> {
-  child = spawn(process.execPath, ['--conditions=@svc/source', '--import', 'tsx', 'src/main.ts'], {
+/** What a deployment must set: nothing here is safe to default outside the all-in-one target. */
+const DEPLOYMENT_SETTINGS = {
+  SIWE_DOMAIN: 'keys.example.test',
+  SIWE_URI: 'https://keys.example.test/',
+  CHAIN_ID: '31337',
+  ...generateKeyServiceSecrets(),
+};
+
+function spawnMain(settings: Record<string, string>, stderr: 'inherit' | 'pipe'): ChildProcess {
+  return spawn(process.execPath, ['--conditions=@svc/source', '--import', 'tsx', 'src/main.ts'], {
     cwd: packageDir,
     env: {
       PATH: process.env.PATH,
@@ -41,9 +49,15 @@ function startMain(): Promise<string> {
       STORE_NAMESPACE: redis.namespace,
       GRPC_HOST: '127.0.0.1',
       GRPC_PORT: '0',
+      ...settings,
     },
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['ignore', 'pipe', stderr],
   });
+}
+
+/** Starts src/main.ts as a container does and resolves with the gRPC address from its "started" log line. */
+function startMain(): Promise<string> {
+  child = spawnMain(DEPLOYMENT_SETTINGS, 'inherit');
   const lines = createInterface({ input: child.stdout! });
   return new Promise((resolve, reject) => {
     child!.once('exit', (code) => reject(new Error(`key-service exited early with code ${code}`)));
@@ -55,6 +69,19 @@ function startMain(): Promise<string> {
 }
 
 describe('main', () => {
+  it('refuses to start without the settings only the all-in-one target may default, naming each', async () => {
+    const refused = spawnMain({ API_KEY_PEPPER: 'too-short' }, 'pipe');
+    let output = '';
+    refused.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    refused.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const [code] = await once(refused, 'exit');
+    expect(code).not.toBe(0);
+    for (const setting of ['SIWE_DOMAIN', 'SIWE_URI', 'CHAIN_ID', 'SIGNIN_TOKEN_SIGNING_KEY'])
+      expect(output).toContain(`${setting} is required`);
+    expect(output).toContain('API_KEY_PEPPER must be at least 32 characters');
+    expect(output).not.toContain('too-short');
+  });
+
   it('migrates, serves the KeyService over gRPC, and stops cleanly on SIGTERM', async () => {
     const address = await startMain();
     const client = createClient(KeyService, address, { defaultUnaryTimeoutMs: 10_000 });

@@ -62,7 +62,16 @@ type Common<T> = { doc: string; default?: T; defaultText?: string; secret?: bool
 
 /** Builders for the kinds of variables services read. */
 export const env = {
-  string: (o: Common<string> & { optional?: boolean }) => field<string>(o.doc, (raw) => raw, o),
+  string: (o: Common<string> & { optional?: boolean; minLength?: number }) =>
+    field<string>(
+      o.doc,
+      (raw) => {
+        if (o.minLength !== undefined && raw.length < o.minLength)
+          throw new InvalidValue(`must be at least ${o.minLength} characters`);
+        return raw;
+      },
+      o,
+    ),
   optionalString: (o: { doc: string; secret?: boolean }) =>
     field<string | undefined>(o.doc, (raw) => raw, { ...o, optional: true }),
   int: (o: Common<number> & { min?: number; max?: number }) =>

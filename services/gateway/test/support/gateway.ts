@@ -25,6 +25,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
         KEY_SERVICE_ADDRESS: options.keyServiceAddress,
         HTTP_HOST: '127.0.0.1',
         PORT: '0',
+        TRUST_PROXY: 'loopback',
         ...options.env,
       },
       provided: { store: options.store, bus },

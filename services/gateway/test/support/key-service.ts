@@ -1,4 +1,4 @@
-import { createKeyServiceModule } from '@svc/key-service';
+import { createKeyServiceModule, generateKeyServiceSecrets } from '@svc/key-service';
 import { createLogger, type Logger, type Store } from '@svc/platform';
 import { runTarget } from '@svc/runtime';
 import { createTestDatabase } from '@svc/testkit';
@@ -10,6 +10,9 @@ export const TEST_SIWE = {
   SIWE_URI: 'https://gateway.example.test/sign-in',
   CHAIN_ID: '31337',
 } as const;
+
+/** The key-service's secrets, shared by every key-service of a test run as by a deployment's replicas. */
+const TEST_SECRETS = generateKeyServiceSecrets();
 
 /** A real key-service, run by the runner as in production, on a fresh PostgreSQL database of its own. */
 export interface RunningKeyService {
@@ -31,7 +34,7 @@ export async function startKeyService(
   const running = await runTarget(
     { name: 'key-service', modules: [createKeyServiceModule({ now: options.now })] },
     {
-      env: { ...TEST_SIWE, DATABASE_URL: database.url, GRPC_PORT: '0', ...options.env },
+      env: { ...TEST_SIWE, ...TEST_SECRETS, DATABASE_URL: database.url, GRPC_PORT: '0', ...options.env },
       provided: { store },
       logger: silentLogger,
     },

@@ -1,4 +1,4 @@
-import { createHash, createHmac, randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 
 export const API_KEY_PREFIX = 'svc_';
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
@@ -34,16 +34,13 @@ export function hasApiKeyShape(presented: string): boolean {
 }
 
 /**
- * The stored form of a key: SHA-256, or HMAC-SHA-256 under a configured pepper so that a leaked table
- * alone cannot even confirm a guessed key. A key has 256 random bits, so no slow hash is needed.
+ * The stored form of a key: HMAC-SHA-256 under the configured pepper, so a leaked table alone cannot even
+ * confirm a guessed key. A key has 256 random bits, so no slow hash is needed.
  */
 export class ApiKeyHasher {
-  constructor(private readonly pepper?: string) {}
+  constructor(private readonly pepper: string) {}
 
   hash(fullKey: string): Uint8Array<ArrayBuffer> {
-    const digest = this.pepper
-      ? createHmac('sha256', this.pepper).update(fullKey, 'utf8').digest()
-      : createHash('sha256').update(fullKey, 'utf8').digest();
-    return Uint8Array.from(digest);
+    return Uint8Array.from(createHmac('sha256', this.pepper).update(fullKey, 'utf8').digest());
   }
 }

@@ -12,6 +12,7 @@ import { loadKeyServiceConfig, type KeyServiceConfig } from '../../src/config.js
 import { openDatabase, type PrismaClient } from '../../src/db/database.js';
 import type { KeyServiceMethods } from '../../src/grpc/key-service-handlers.js';
 import { buildKeyService, type KeyServiceInstance } from '../../src/service.js';
+import { generateKeyServiceSecrets } from '../../src/secrets.js';
 import type { TokenKeyRing } from '../../src/signin/token-key-ring.js';
 
 export const TEST_SIWE = {
@@ -19,6 +20,9 @@ export const TEST_SIWE = {
   SIWE_URI: 'https://keys.example.test/sign-in',
   CHAIN_ID: '31337',
 } as const;
+
+/** The secret settings every replica of a test shares, as a deployment's replicas do. */
+const TEST_SECRETS = generateKeyServiceSecrets();
 
 export const silentLogger: Logger = createLogger({ service: 'key-service-test', level: 'silent' });
 
@@ -45,6 +49,7 @@ export interface KeyServiceReplica {
 export async function startReplica(options: HarnessOptions): Promise<KeyServiceReplica> {
   const config = loadKeyServiceConfig({
     ...TEST_SIWE,
+    ...TEST_SECRETS,
     DATABASE_URL: options.databaseUrl,
     DATABASE_POOL_SIZE: '8',
     OUTBOX_POLL_INTERVAL: '200ms',

@@ -40,7 +40,12 @@ function countingClient(client: KeyServiceClient, calls: Map<string, number>): K
 
 /** One gateway replica on loopback with the `/v1` ports a test chooses. */
 export async function startV1Gateway(options: V1GatewayOptions): Promise<V1Gateway> {
-  const config = loadGatewayConfig({ KEY_SERVICE_ADDRESS: options.keyServiceAddress, ...options.env });
+  const config = loadGatewayConfig({
+    KEY_SERVICE_ADDRESS: options.keyServiceAddress,
+    // Tests name their client's address in X-Forwarded-For from loopback.
+    TRUST_PROXY: 'loopback',
+    ...options.env,
+  });
   const client = createClient(
     KeyService,
     options.keyServiceAddress,
