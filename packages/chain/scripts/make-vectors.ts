@@ -88,7 +88,13 @@ async function buildVectors(): Promise<unknown> {
     nonce: finalNonce,
   });
   const worker = new Wallet(hexlify(seed('worker-private-key')));
-  const answerBinding = { chainId: context.chainId, jobRegistry: context.jobRegistry, jobId: context.jobId };
+  const answerBinding = {
+    chainId: context.chainId,
+    jobRegistry: context.jobRegistry,
+    jobId: context.jobId,
+    attempt: context.attempt,
+    sessionId: context.sessionId,
+  };
 
   const blobPayloads = [
     { name: 'empty payload', payload: new Uint8Array(0) },
@@ -112,7 +118,7 @@ async function buildVectors(): Promise<unknown> {
       answerAad: 'kind (1 delta, 2 final) ‖ uint256be(jobId) ‖ uint32be(attempt) ‖ uint32be(seq)',
       responseHash: 'keccak256(whole final frame: nonce ‖ ciphertext ‖ tag)',
       workerSignature:
-        'EIP-191 personal_sign over the 32 bytes keccak256(abi.encode(uint256 chainId, address jobRegistry, uint256 jobId, bytes32 responseHash))',
+        'EIP-191 personal_sign over the 32 bytes keccak256(abi.encode(uint256 chainId, address jobRegistry, uint256 jobId, uint256 attempt, uint256 sessionId, bytes32 responseHash))',
     },
     context: {
       chainId: context.chainId.toString(),

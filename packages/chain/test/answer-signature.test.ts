@@ -19,10 +19,12 @@ const binding: FinalAnswerBinding = {
   chainId: 31337n,
   jobRegistry: '0x5fbdb2315678afecb367f032d93f642f64180aa3',
   jobId: 77n,
+  attempt: 2,
+  sessionId: 9n,
 };
 const finalFrame = encryptAnswerFrame(AnswerFrameKind.Final, 'the answer', generateReplyKey(), {
   jobId: 77n,
-  attempt: 1,
+  attempt: 2,
   seq: 4,
 });
 
@@ -37,11 +39,13 @@ function signatureFailure(signature: string): InvalidAnswerSignatureError {
 }
 
 describe('worker signature over a final answer', () => {
-  it('signs keccak256(abi.encode(chainId, jobRegistry, jobId, keccak256(frame))) as an EIP-191 message', async () => {
+  it('signs keccak256(abi.encode(chainId, jobRegistry, jobId, attempt, sessionId, keccak256(frame))) as an EIP-191 message', async () => {
     const words = concat([
       toBeHex(binding.chainId, 32),
       zeroPadValue(binding.jobRegistry, 32),
       toBeHex(binding.jobId, 32),
+      toBeHex(binding.attempt, 32),
+      toBeHex(binding.sessionId, 32),
       keccak256(finalFrame),
     ]);
     const digest = finalAnswerDigest(binding, finalFrame);
@@ -53,6 +57,31 @@ describe('worker signature over a final answer', () => {
     expect(Signature.from(signature).v).toBeGreaterThanOrEqual(27);
     expect(recoverFinalAnswerSigner(binding, finalFrame, signature)).toBe(worker.address);
     expect(new Wallet(worker.privateKey).signingKey.sign(prefixed).serialized).toBe(signature);
+  });
+
+  it('binds the attempt and the session: the same frame signed for another attempt or session is another digest', async () => {
+    // The audit's case: a final signed for an attempt that timed out must not count against the
+    // attempt the same worker answered honestly afterwards, in the same session or another.
+    const digest = finalAnswerDigest(binding, finalFrame);
+    const others = [
+      finalAnswerDigest({ ...binding, attempt: 1 }, finalFrame),
+      finalAnswerDigest({ ...binding, attempt: 3 }, finalFrame),
+      finalAnswerDigest({ ...binding, sessionId: 8n }, finalFrame),
+      finalAnswerDigest({ ...binding, sessionId: 10n }, finalFrame),
+      // The two fields swapped: each is its own word, so values do not slide from one into the other.
+      finalAnswerDigest({ ...binding, attempt: 9, sessionId: 2n }, finalFrame),
+    ];
+    expect(new Set([digest, ...others]).size).toBe(others.length + 1);
+
+    const signature = await signFinalAnswer(worker, { ...binding, attempt: 1 }, finalFrame);
+    expect(isFinalAnswerSignedBy(worker.address, { ...binding, attempt: 1 }, finalFrame, signature)).toBe(
+      true,
+    );
+    expect(isFinalAnswerSignedBy(worker.address, binding, finalFrame, signature)).toBe(false);
+    expect(recoverFinalAnswerSigner(binding, finalFrame, signature)).not.toBe(worker.address);
+    expect(
+      isFinalAnswerSignedBy(worker.address, { ...binding, attempt: 1, sessionId: 8n }, finalFrame, signature),
+    ).toBe(false);
   });
 
   it('verifies against the worker and nobody else, for this frame and binding only', async () => {

@@ -86,7 +86,13 @@ const promptBinding = {
   jobRegistry: context.jobRegistry,
   sessionId: context.sessionId,
 };
-const answerBinding = { chainId: context.chainId, jobRegistry: context.jobRegistry, jobId: context.jobId };
+const answerBinding = {
+  chainId: context.chainId,
+  jobRegistry: context.jobRegistry,
+  jobId: context.jobId,
+  attempt: context.attempt,
+  sessionId: context.sessionId,
+};
 const session = SessionKeyPair.fromPrivateKey(getBytes(vectors.sessionKey.privateKey));
 const replyKey = getBytes(vectors.prompt.replyKey);
 

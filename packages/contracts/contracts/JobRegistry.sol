@@ -34,6 +34,7 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
     error NonceAlreadyUsed(address payer, bytes32 nonce);
     error DebitSignerMismatch(address payer, address signer);
     error DisputeWindowClosed(uint256 jobId, uint256 closedAt);
+    error StaleAttempt(uint256 jobId, uint256 attempt, uint256 currentAttempt);
     error NotWorkerSignature(uint256 jobId, address worker, address signer);
     error ResponseMatchesCommitment(uint256 jobId, bytes32 responseHash);
     error NotWorkerRegistry(address caller);
@@ -90,9 +91,11 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
         emit DebitSettled(auth.payer, auth.nonce, fee, jobId);
     }
 
-    /// @notice Proves the worker signed (EIP-191) a final answer other than the one it committed:
-    /// the payer is refunded and the worker slashed in the payer's favour.
-    function disputeMismatch(uint256 jobId, bytes calldata ciphertext, bytes calldata signature)
+    /// @notice Proves the worker signed (EIP-191) a final answer for the job's current attempt other
+    /// than the one it committed: the payer is refunded and the worker slashed in the payer's favour.
+    /// @dev The signature binds the attempt and its session: a final the same worker signed for an
+    /// earlier attempt (one that failed or timed out uncommitted) proves nothing about this one.
+    function disputeMismatch(uint256 jobId, uint256 attempt, bytes calldata ciphertext, bytes calldata signature)
         external
         nonReentrant
     {
@@ -100,11 +103,9 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
         _requireOwnerOrDelegate(_sessions[job.sessionId].owner, principalOf(msg.sender));
         uint256 closedAt = uint256(job.completedAt) + _params.disputeWindow;
         if (block.timestamp > closedAt) revert DisputeWindowClosed(jobId, closedAt);
+        if (attempt != job.attempt) revert StaleAttempt(jobId, attempt, job.attempt);
         bytes32 ciphertextHash = keccak256(ciphertext);
-        bytes32 digest = MessageHashUtils.toEthSignedMessageHash(
-            keccak256(abi.encode(block.chainid, address(this), jobId, ciphertextHash))
-        );
-        address signer = ECDSA.recover(digest, signature);
+        address signer = ECDSA.recover(_finalAnswerDigest(jobId, attempt, job.sessionId, ciphertextHash), signature);
         address worker = job.worker;
         if (signer != worker) revert NotWorkerSignature(jobId, worker, signer);
         if (ciphertextHash == job.responseHash) revert ResponseMatchesCommitment(jobId, job.responseHash);
@@ -133,6 +134,17 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
 
     function principalOf(address account) public view override(IJobRegistry, OperatorDirectory) returns (address) {
         return OperatorDirectory.principalOf(account);
+    }
+
+    /// @dev What the worker personal_signs over a final answer (docs/protocol.md, Worker signature).
+    function _finalAnswerDigest(uint256 jobId, uint256 attempt, uint256 sessionId, bytes32 ciphertextHash)
+        private
+        view
+        returns (bytes32)
+    {
+        return MessageHashUtils.toEthSignedMessageHash(
+            keccak256(abi.encode(block.chainid, address(this), jobId, attempt, sessionId, ciphertextHash))
+        );
     }
 
     /// @dev Checks in the order the payment settler reports them, so both name the same failure.

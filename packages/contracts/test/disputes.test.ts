@@ -9,17 +9,20 @@ import {
   DEPOSIT,
   MODEL,
   STAKE,
+  callWithBlobs,
   eventOf,
   eventsOf,
   fundUserForService,
   mined,
   openActiveSession,
+  plain,
   registerWorker,
   submitJob,
 } from './support/scenario.js';
-import { signFinalAnswer, toCompact, toHighS } from './support/signatures.js';
+import { signFinalAnswer, toCompact, toHighS, type FinalAnswerBinding } from './support/signatures.js';
 
 const FEE = MODEL.feeWei;
+const JOB_TIMEOUT = 120;
 const DISPUTE_WINDOW = 900;
 const COMMITTED = hexlify(randomBytes(200));
 const DIFFERENT = hexlify(randomBytes(200));
@@ -30,105 +33,217 @@ describe('disputeMismatch', () => {
     await fundUserForService(c);
   });
 
-  /** A job the worker completed committing `COMMITTED`'s hash. */
+  /** A job (first attempt) the worker completed committing `COMMITTED`'s hash. */
   async function completedJob(by: Actor = 'user') {
     const sessionId = await openActiveSession(chain(), { by });
     const { jobId } = await submitJob(chain(), sessionId, { by });
     const receipt = await mined(chain().jobs('worker').completeJob(jobId, keccak256(COMMITTED)));
-    return { jobId, completedAt: BigInt((await chain().provider.getBlock(receipt.blockNumber))!.timestamp) };
+    return {
+      jobId,
+      sessionId,
+      attempt: 1n,
+      completedAt: BigInt((await chain().provider.getBlock(receipt.blockNumber))!.timestamp),
+    };
   }
 
-  const sign = (signer: Actor, jobId: bigint, ciphertext: string, chainId?: number) =>
+  /** `signer`'s signature over `ciphertext` as the final of `job` (its attempt and session unless overridden). */
+  const sign = (
+    signer: Actor,
+    job: { jobId: bigint; sessionId: bigint; attempt?: bigint },
+    ciphertext: string,
+    overrides: Partial<FinalAnswerBinding> = {},
+  ) =>
     signFinalAnswer(
       chain().signers[signer],
-      chainId ?? chain().anvil.chainId,
-      chain().deployment.jobRegistryAddress,
-      jobId,
+      {
+        chainId: chain().anvil.chainId,
+        jobRegistry: chain().deployment.jobRegistryAddress,
+        jobId: job.jobId,
+        attempt: job.attempt ?? 1n,
+        sessionId: job.sessionId,
+        ...overrides,
+      },
       ciphertext,
     );
 
   it('a worker-signed answer other than the committed one refunds the payer and slashes the worker to it', async () => {
     const { address } = chain();
-    const { jobId } = await completedJob();
+    const job = await completedJob();
     const slash = (await chain().jobs('stranger').parameters()).mismatchSlash;
     const receipt = await mined(
       chain()
         .jobs('user')
-        .disputeMismatch(jobId, DIFFERENT, await sign('worker', jobId, DIFFERENT)),
+        .disputeMismatch(job.jobId, 1n, DIFFERENT, await sign('worker', job, DIFFERENT)),
     );
-    expect(eventOf(receipt, 'JobDisputed').toObject()).toEqual({ jobId, slashed: slash });
+    expect(eventOf(receipt, 'JobDisputed').toObject()).toEqual({ jobId: job.jobId, slashed: slash });
     expect(eventOf(receipt, 'JobRefunded').amount).toBe(FEE);
     expect(eventOf(receipt, 'WorkerSlashed').toObject()).toEqual({ worker: address.worker, amount: slash });
     expect(await chain().jobs('stranger').prepaidBalanceOf(address.user)).toBe(DEPOSIT + slash);
     expect(await chain().workers('stranger').stakeOf(address.worker)).toBe(STAKE - slash);
-    expect((await chain().jobs('stranger').getJob(jobId)).state).toBe(BigInt(JobState.Refunded));
+    expect((await chain().jobs('stranger').getJob(job.jobId)).state).toBe(BigInt(JobState.Refunded));
     // Slashed below the minimum stake, the worker takes no new sessions.
     expect(await chain().workers('stranger').isActive(address.worker)).toBe(false);
   });
 
   it("the owner's delegate disputes for it, also while the registry is paused", async () => {
     const { address } = chain();
-    const { jobId } = await completedJob('service');
+    const job = await completedJob('service');
     await mined(chain().jobs('owner').pause());
     await mined(
       chain()
         .jobs('service')
-        .disputeMismatch(jobId, DIFFERENT, await sign('worker', jobId, DIFFERENT)),
+        .disputeMismatch(job.jobId, 1n, DIFFERENT, await sign('worker', job, DIFFERENT)),
     );
     expect(await chain().jobs('stranger').delegateAllowance(address.user, address.service)).toBe(DEPOSIT);
   });
 
   it('a signed answer that matches the commitment proves nothing', async () => {
-    const { jobId } = await completedJob();
+    const job = await completedJob();
     await expectRevert(
       chain()
         .jobs('user')
-        .disputeMismatch(jobId, COMMITTED, await sign('worker', jobId, COMMITTED)),
+        .disputeMismatch(job.jobId, 1n, COMMITTED, await sign('worker', job, COMMITTED)),
       'ResponseMatchesCommitment',
-      { jobId, responseHash: keccak256(COMMITTED) },
+      { jobId: job.jobId, responseHash: keccak256(COMMITTED) },
     );
   });
 
-  it("needs the worker's signature over this chain, registry and job", async () => {
+  it("needs the worker's signature over this chain, registry, job, attempt and session", async () => {
     const { address } = chain();
-    const { jobId } = await completedJob();
+    const job = await completedJob();
+    const { jobId } = job;
     const jobs = chain().jobs('user');
     await expectRevert(
-      jobs.disputeMismatch(jobId, DIFFERENT, await sign('stranger', jobId, DIFFERENT)),
+      jobs.disputeMismatch(jobId, 1n, DIFFERENT, await sign('stranger', job, DIFFERENT)),
       'NotWorkerSignature',
       { jobId, worker: address.worker, signer: address.stranger },
     );
     for (const signature of [
-      await sign('worker', jobId + 1n, DIFFERENT),
-      await sign('worker', jobId, DIFFERENT, 1),
-      await sign('worker', jobId, COMMITTED),
+      await sign('worker', job, DIFFERENT, { jobId: jobId + 1n }),
+      await sign('worker', job, DIFFERENT, { chainId: 1 }),
+      await sign('worker', job, DIFFERENT, { jobRegistry: address.stranger }),
+      await sign('worker', job, DIFFERENT, { attempt: 2n }),
+      await sign('worker', job, DIFFERENT, { sessionId: job.sessionId + 1n }),
+      await sign('worker', job, COMMITTED),
     ]) {
       const decoded = await expectRevert(
-        jobs.disputeMismatch(jobId, DIFFERENT, signature),
+        jobs.disputeMismatch(jobId, 1n, DIFFERENT, signature),
         'NotWorkerSignature',
       );
       expect(decoded.args.signer).not.toBe(address.worker);
     }
-    const valid = await sign('worker', jobId, DIFFERENT);
+    const valid = await sign('worker', job, DIFFERENT);
     await expectRevert(
-      jobs.disputeMismatch(jobId, DIFFERENT, toCompact(valid)),
+      jobs.disputeMismatch(jobId, 1n, DIFFERENT, toCompact(valid)),
       'ECDSAInvalidSignatureLength',
       {
         length: 64n,
       },
     );
     const highS = toHighS(valid);
-    await expectRevert(jobs.disputeMismatch(jobId, DIFFERENT, highS.signature), 'ECDSAInvalidSignatureS', {
-      s: highS.s,
+    await expectRevert(
+      jobs.disputeMismatch(jobId, 1n, DIFFERENT, highS.signature),
+      'ECDSAInvalidSignatureS',
+      {
+        s: highS.s,
+      },
+    );
+  });
+
+  it("names the job's current attempt, not an earlier or later one", async () => {
+    const job = await completedJob();
+    for (const attempt of [0n, 2n]) {
+      await expectRevert(
+        chain()
+          .jobs('user')
+          .disputeMismatch(
+            job.jobId,
+            attempt,
+            DIFFERENT,
+            await sign('worker', { ...job, attempt }, DIFFERENT),
+          ),
+        'StaleAttempt',
+        { jobId: job.jobId, attempt, currentAttempt: 1n },
+      );
+    }
+  });
+
+  describe('a final the worker signed for an attempt that timed out', () => {
+    /**
+     * The audit's case: the worker signs a final for attempt 1 but misses the deadline; the job is
+     * reassigned to the same worker (into `into`) and answered honestly on attempt 2.
+     */
+    async function answeredOnSecondAttempt(into: 'the same session' | 'another session') {
+      const first = await openActiveSession(chain());
+      const { jobId } = await submitJob(chain(), first);
+      const stale = { ciphertext: hexlify(randomBytes(200)), attempt: 1n, sessionId: first };
+      const staleSignature = await sign('worker', { jobId, ...stale }, stale.ciphertext);
+      await chain().clock.advance(JOB_TIMEOUT + 1);
+      await mined(chain().jobs('stranger').timeoutJob(jobId));
+      const second = into === 'the same session' ? first : await openActiveSession(chain());
+      await callWithBlobs(chain(), 'user', 'reassignJob', [jobId, second]);
+      await mined(chain().jobs('worker').completeJob(jobId, keccak256(COMMITTED)));
+      const current = { jobId, attempt: 2n, sessionId: second };
+      expect(plain(await chain().jobs('stranger').getJob(jobId))).toMatchObject({
+        attempt: current.attempt,
+        sessionId: current.sessionId,
+        worker: chain().address.worker,
+        state: BigInt(JobState.Completed),
+      });
+      return { current, stale, staleSignature };
+    }
+
+    it.each(['the same session', 'another session'] as const)(
+      'cannot be used against the honest answer of attempt 2, reassigned into %s',
+      async (into) => {
+        const { address } = chain();
+        const { current, stale, staleSignature } = await answeredOnSecondAttempt(into);
+        const jobs = chain().jobs('user');
+        await expectRevert(
+          jobs.disputeMismatch(current.jobId, stale.attempt, stale.ciphertext, staleSignature),
+          'StaleAttempt',
+          { jobId: current.jobId, attempt: 1n, currentAttempt: 2n },
+        );
+        // Claiming it was for the current attempt does not make it so.
+        const decoded = await expectRevert(
+          jobs.disputeMismatch(current.jobId, current.attempt, stale.ciphertext, staleSignature),
+          'NotWorkerSignature',
+          { jobId: current.jobId, worker: address.worker },
+        );
+        expect(decoded.args.signer).not.toBe(address.worker);
+        expect(await chain().workers('stranger').stakeOf(address.worker)).toBe(STAKE);
+        expect(await chain().jobs('stranger').prepaidBalanceOf(address.user)).toBe(DEPOSIT - FEE);
+        expect((await chain().jobs('stranger').getJob(current.jobId)).state).toBe(BigInt(JobState.Completed));
+      },
+    );
+
+    it('leaves a genuine mismatch on attempt 2 slashable', async () => {
+      const { address } = chain();
+      const { current } = await answeredOnSecondAttempt('another session');
+      const slash = (await chain().jobs('stranger').parameters()).mismatchSlash;
+      const jobs = chain().jobs('user');
+      await expectRevert(
+        jobs.disputeMismatch(current.jobId, 2n, COMMITTED, await sign('worker', current, COMMITTED)),
+        'ResponseMatchesCommitment',
+        { jobId: current.jobId, responseHash: keccak256(COMMITTED) },
+      );
+      const receipt = await mined(
+        jobs.disputeMismatch(current.jobId, 2n, DIFFERENT, await sign('worker', current, DIFFERENT)),
+      );
+      expect(eventOf(receipt, 'JobDisputed').toObject()).toEqual({ jobId: current.jobId, slashed: slash });
+      expect(eventOf(receipt, 'JobRefunded').amount).toBe(FEE);
+      expect(await chain().workers('stranger').stakeOf(address.worker)).toBe(STAKE - slash);
+      expect(await chain().jobs('stranger').prepaidBalanceOf(address.user)).toBe(DEPOSIT + slash);
     });
   });
 
   it('only the owner or its delegate, only within the dispute window, only for a Completed job', async () => {
     const { address, clock } = chain();
-    const { jobId, completedAt } = await completedJob();
-    const signature = await sign('worker', jobId, DIFFERENT);
+    const job = await completedJob();
+    const { jobId, completedAt } = job;
+    const signature = await sign('worker', job, DIFFERENT);
     await expectRevert(
-      chain().jobs('stranger').disputeMismatch(jobId, DIFFERENT, signature),
+      chain().jobs('stranger').disputeMismatch(jobId, 1n, DIFFERENT, signature),
       'NotOwnerOrDelegate',
       {
         owner: address.user,
@@ -138,7 +253,7 @@ describe('disputeMismatch', () => {
     const closedAt = completedAt + BigInt(DISPUTE_WINDOW);
     await clock.setNextBlockTimestamp(Number(closedAt) + 1);
     await expectRevert(
-      chain().jobs('user').disputeMismatch(jobId, DIFFERENT, signature),
+      chain().jobs('user').disputeMismatch(jobId, 1n, DIFFERENT, signature),
       'DisputeWindowClosed',
       {
         jobId,
@@ -146,15 +261,24 @@ describe('disputeMismatch', () => {
       },
     );
     await mined(chain().jobs('stranger').releaseJob(jobId));
-    await expectRevert(chain().jobs('user').disputeMismatch(jobId, DIFFERENT, signature), 'JobStateInvalid', {
-      state: BigInt(JobState.Released),
-    });
+    await expectRevert(
+      chain().jobs('user').disputeMismatch(jobId, 1n, DIFFERENT, signature),
+      'JobStateInvalid',
+      {
+        state: BigInt(JobState.Released),
+      },
+    );
     const sessionId = await openActiveSession(chain());
     const running = await submitJob(chain(), sessionId);
     await expectRevert(
       chain()
         .jobs('user')
-        .disputeMismatch(running.jobId, DIFFERENT, await sign('worker', running.jobId, DIFFERENT)),
+        .disputeMismatch(
+          running.jobId,
+          1n,
+          DIFFERENT,
+          await sign('worker', { jobId: running.jobId, sessionId }, DIFFERENT),
+        ),
       'JobStateInvalid',
       { state: BigInt(JobState.Submitted) },
     );
@@ -162,12 +286,12 @@ describe('disputeMismatch', () => {
 
   it('a dispute landing on the last second of the window counts', async () => {
     const { clock } = chain();
-    const { jobId, completedAt } = await completedJob();
-    await clock.setNextBlockTimestamp(Number(completedAt) + DISPUTE_WINDOW);
+    const job = await completedJob();
+    await clock.setNextBlockTimestamp(Number(job.completedAt) + DISPUTE_WINDOW);
     await mined(
       chain()
         .jobs('user')
-        .disputeMismatch(jobId, DIFFERENT, await sign('worker', jobId, DIFFERENT)),
+        .disputeMismatch(job.jobId, 1n, DIFFERENT, await sign('worker', job, DIFFERENT)),
     );
   });
 
@@ -195,14 +319,14 @@ describe('disputeMismatch', () => {
     const drained = await mined(
       chain()
         .jobs('user')
-        .disputeMismatch(first.jobId, DIFFERENT, await sign('worker', first.jobId, DIFFERENT)),
+        .disputeMismatch(first.jobId, 1n, DIFFERENT, await sign('worker', first, DIFFERENT)),
     );
     expect(eventOf(drained, 'JobDisputed').slashed).toBe(STAKE);
     expect(await chain().workers('stranger').stakeOf(address.worker)).toBe(0n);
     const nothingLeft = await mined(
       chain()
         .jobs('user')
-        .disputeMismatch(second.jobId, DIFFERENT, await sign('worker', second.jobId, DIFFERENT)),
+        .disputeMismatch(second.jobId, 1n, DIFFERENT, await sign('worker', second, DIFFERENT)),
     );
     expect(eventOf(nothingLeft, 'JobDisputed').slashed).toBe(0n);
     expect(eventsOf(nothingLeft, 'WorkerSlashed')).toHaveLength(0);

@@ -6,7 +6,10 @@ import { env, loadConfig, type ConfigOf } from '@svc/platform';
  * deterministic model.
  */
 export const workerConfigShape = {
-  HEALTH_HOST: env.string({ doc: 'Interface the health and metrics HTTP server binds.', default: '0.0.0.0' }),
+  HEALTH_HOST: env.string({
+    doc: "Interface of the health and metrics server (`/healthz`, `/readyz`, `/metrics`; no auth). Loopback by default; a container sets 0.0.0.0 so the kubelet's probes and Prometheus reach it, and keeps the port closed to everything else (Kubernetes: a NetworkPolicy).",
+    default: '127.0.0.1',
+  }),
   HEALTH_PORT: env.port({
     doc: 'Port of `/healthz`, `/readyz` and `/metrics` (0 picks a free one).',
     default: 9464,

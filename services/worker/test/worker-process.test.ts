@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseEther } from 'ethers';
@@ -62,7 +63,7 @@ describe('the worker process', () => {
         DATA_DIR: dataDir,
         KEYSTORE_PASSWORD: TEST_PASSWORD,
         STAKE_WEI: parseEther('1').toString(),
-        HEALTH_HOST: '127.0.0.1',
+        // HEALTH_HOST left at its default: loopback only (checked below).
         HEALTH_PORT: '0',
         MIN_RUN_TIME: '3s',
         COMMIT_MARGIN: '2s',
@@ -97,6 +98,16 @@ describe('the worker process', () => {
       (status) => status === 200,
       { what: 'the worker ready', timeoutMs: 10_000 },
     );
+    expect(healthUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    const outside = nonLoopbackIPv4();
+    if (outside) {
+      const refused = await fetch(healthUrl.replace('127.0.0.1', outside) + '/healthz').catch(
+        (error: unknown) => error,
+      );
+      expect((refused as { cause?: { code?: string } }).cause?.code).toBe('ECONNREFUSED');
+    } else {
+      console.log('skipped the off-loopback health probe: this machine has no non-loopback IPv4 address');
+    }
 
     const service = new ServiceSide(net.wallet(5), net.deployment, BigInt(net.anvil.chainId));
     await service.deposit();
@@ -125,3 +136,10 @@ describe('the worker process', () => {
     expect(logLines.some((line) => line.msg === 'shutdown complete' && line.clean === true)).toBe(true);
   }, 90_000);
 });
+
+/** An address of this machine that is not loopback, to check what listens only on 127.0.0.1. */
+function nonLoopbackIPv4(): string | undefined {
+  return Object.values(networkInterfaces())
+    .flat()
+    .find((address) => address?.family === 'IPv4' && !address.internal)?.address;
+}

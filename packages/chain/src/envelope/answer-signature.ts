@@ -3,15 +3,21 @@ import { InvalidAnswerSignatureError } from '../errors.js';
 import { responseHashOf } from './answer-frame.js';
 
 /**
- * The worker's signature over a final answer (docs/protocol.md, Disputes): EIP-191 personal_sign
+ * The worker's signature over a final answer (docs/protocol.md, Worker signature): EIP-191 personal_sign
  * over the 32-byte digest keccak256(abi.encode(uint256 chainId, address jobRegistry, uint256 jobId,
- * bytes32 keccak256(final frame wire))). JobRegistry's `disputeMismatch` recovers it, so a worker
- * cannot disown an answer it delivered but did not commit.
+ * uint256 attempt, uint256 sessionId, bytes32 keccak256(final frame wire))). JobRegistry's
+ * `disputeMismatch` recovers it, so a worker cannot disown an answer it delivered but did not commit.
  */
 export interface FinalAnswerBinding {
   readonly chainId: bigint;
   readonly jobRegistry: string;
   readonly jobId: bigint;
+  /**
+   * The attempt the final answers and the session it ran in. Without them, a final the worker signed
+   * for an attempt that timed out would "prove" a mismatch against the attempt it later answered honestly.
+   */
+  readonly attempt: number;
+  readonly sessionId: bigint;
 }
 
 /** Anything that can personal_sign raw bytes: an ethers Wallet or any ethers Signer. */
@@ -24,8 +30,15 @@ const SECP256K1_HALF_ORDER = 0x7fffffffffffffffffffffffffffffff5d576e7357a4501dd
 
 export function finalAnswerDigest(binding: FinalAnswerBinding, finalFrame: Uint8Array): string {
   const encoded = AbiCoder.defaultAbiCoder().encode(
-    ['uint256', 'address', 'uint256', 'bytes32'],
-    [binding.chainId, getAddress(binding.jobRegistry), binding.jobId, responseHashOf(finalFrame)],
+    ['uint256', 'address', 'uint256', 'uint256', 'uint256', 'bytes32'],
+    [
+      binding.chainId,
+      getAddress(binding.jobRegistry),
+      binding.jobId,
+      binding.attempt,
+      binding.sessionId,
+      responseHashOf(finalFrame),
+    ],
   );
   return keccak256(encoded);
 }

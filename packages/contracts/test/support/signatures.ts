@@ -23,18 +23,35 @@ export function toCompact(signature: string): string {
   return Signature.from(signature).compactSerialized;
 }
 
-/** The worker's EIP-191 signature over a final answer (docs/protocol.md, Disputes). */
+/** Which final answer a worker signs: this job's attempt, in this session, of this registry on this chain. */
+export interface FinalAnswerBinding {
+  chainId: bigint | number;
+  jobRegistry: string;
+  jobId: bigint;
+  attempt: bigint | number;
+  sessionId: bigint;
+}
+
+/**
+ * The worker's EIP-191 signature over a final answer (docs/protocol.md, Worker signature), written from
+ * the spec here: @svc/chain depends on this package, not the reverse.
+ */
 export async function signFinalAnswer(
   worker: Signer,
-  chainId: bigint | number,
-  jobRegistry: string,
-  jobId: bigint,
+  binding: FinalAnswerBinding,
   ciphertext: BytesLike,
 ): Promise<string> {
   const digest = keccak256(
     AbiCoder.defaultAbiCoder().encode(
-      ['uint256', 'address', 'uint256', 'bytes32'],
-      [chainId, jobRegistry, jobId, keccak256(ciphertext)],
+      ['uint256', 'address', 'uint256', 'uint256', 'uint256', 'bytes32'],
+      [
+        binding.chainId,
+        binding.jobRegistry,
+        binding.jobId,
+        binding.attempt,
+        binding.sessionId,
+        keccak256(ciphertext),
+      ],
     ),
   );
   return worker.signMessage(getBytes(digest));

@@ -182,10 +182,14 @@ export class JobRunner {
     }
     const position = { jobId: job.jobId, attempt: job.attempt, seq: streamed.deltas };
     const frame = encryptAnswerFrame(AnswerFrameKind.Final, streamed.text, prompt.replyKey, position);
+    // The attempt and session as the chain holds them: a final of an attempt that missed its deadline
+    // must not be usable against a later attempt this worker answers honestly.
     const binding = {
       chainId: this.#options.chainId,
       jobRegistry: chain.addresses.jobRegistry,
       jobId: job.jobId,
+      attempt: job.attempt,
+      sessionId: job.sessionId,
     };
     const answer: SignedFinalAnswer = {
       jobId: job.jobId,

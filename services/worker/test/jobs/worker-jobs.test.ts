@@ -8,6 +8,7 @@ import {
   isFinalAnswerSignedBy,
   responseHashOf,
 } from '@svc/chain';
+import { connectJobRegistry, withDecodedRevert } from '@svc/contracts';
 import { useDevnet } from '@svc/testkit';
 import { connectWorkerChain } from '../../src/chain/worker-chain.js';
 import { deterministicAnswer, restartedDeterministicAnswer } from '../../src/model/index.js';
@@ -86,7 +87,10 @@ describe('serving jobs on chain', () => {
       chainId: BigInt(devnet().anvil.chainId),
       jobRegistry: devnet().deployment.jobRegistryAddress,
       jobId: job.jobId,
+      attempt: onChain.attempt,
+      sessionId: onChain.sessionId,
     };
+    expect(final.attempt).toBe(1);
     expect(isFinalAnswerSignedBy(primary.worker.address, binding, final.frame, final.signature)).toBe(true);
   });
 
@@ -184,6 +188,15 @@ describe('fault switches of the built-in model', () => {
     const { final, text } = openFinal(job);
     expect(text).toBe(deterministicAnswer(job.messages));
     expect(onChain.responseHash).not.toBe(responseHashOf(final.frame));
+    // The worker signs what the contract verifies: its signed final proves the mismatch on chain.
+    // Simulated only, so the slash does not take this file's worker out of service.
+    const registry = connectJobRegistry(devnet().deployment.jobRegistryAddress, devnet().wallet(2));
+    await registry.disputeMismatch.staticCall(job.jobId, onChain.attempt, final.frame, final.signature);
+    const stale = await withDecodedRevert(() =>
+      registry.disputeMismatch.staticCall(job.jobId, onChain.attempt + 1, final.frame, final.signature),
+    ).catch((error: unknown) => error);
+    expect(stale).toBeInstanceOf(ContractRevertError);
+    expect((stale as ContractRevertError).revert.name).toBe('StaleAttempt');
   });
 
   it('stall past the deadline: the worker gives up in time and fails the job itself', async () => {

@@ -107,6 +107,8 @@ describe('restart recovery', () => {
       chainId: BigInt(net.anvil.chainId),
       jobRegistry: net.deployment.jobRegistryAddress,
       jobId: job.jobId,
+      attempt: 1,
+      sessionId,
     };
     await new FinalAnswerJournal(join(dataDir, 'final-answers')).save({
       jobId: job.jobId,

@@ -250,7 +250,7 @@ export interface JobRegistryInterface extends Interface {
   encodeFunctionData(functionFragment: 'depositAndAuthorize', values: [AddressLike]): string;
   encodeFunctionData(
     functionFragment: 'disputeMismatch',
-    values: [BigNumberish, BytesLike, BytesLike],
+    values: [BigNumberish, BigNumberish, BytesLike, BytesLike],
   ): string;
   encodeFunctionData(functionFragment: 'domainSeparator', values?: undefined): string;
   encodeFunctionData(functionFragment: 'earningsOf', values: [AddressLike]): string;
@@ -780,7 +780,7 @@ export interface JobRegistry extends BaseContract {
   depositAndAuthorize: TypedContractMethod<[delegate: AddressLike], [void], 'payable'>;
 
   disputeMismatch: TypedContractMethod<
-    [jobId: BigNumberish, ciphertext: BytesLike, signature: BytesLike],
+    [jobId: BigNumberish, attempt: BigNumberish, ciphertext: BytesLike, signature: BytesLike],
     [void],
     'nonpayable'
   >;
@@ -928,7 +928,7 @@ export interface JobRegistry extends BaseContract {
   getFunction(
     nameOrSignature: 'disputeMismatch',
   ): TypedContractMethod<
-    [jobId: BigNumberish, ciphertext: BytesLike, signature: BytesLike],
+    [jobId: BigNumberish, attempt: BigNumberish, ciphertext: BytesLike, signature: BytesLike],
     [void],
     'nonpayable'
   >;
