@@ -1,11 +1,14 @@
 import {
   deployContracts,
+  jobRegistryBytecode,
+  workerRegistryBytecode,
   type ModelFee,
   type ProtocolParameters,
   type StakingParameters,
 } from '@svc/contracts';
 import { createDevProvider, sendWithBlobs, startAnvil, DevWallet, type AnvilAccount } from '@svc/anvil';
-import { existsSync, mkdirSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { JsonRpcProvider } from 'ethers';
 import { accountWithRole, assignDemoAccounts, demoAccountCount } from './demo-accounts.js';
@@ -65,6 +68,13 @@ export interface Devnet {
 
 const STATE_FILE = 'anvil-state.json';
 const DEPLOYMENT_FILE = 'deployment.json';
+/** The fingerprint of the contract code the kept chain was deployed with. */
+const CONTRACTS_FILE = 'contracts.sha256';
+
+/** Changes whenever either contract's code does: a kept chain with other code is not resumed. */
+function contractsFingerprint(): string {
+  return createHash('sha256').update(jobRegistryBytecode).update(workerRegistryBytecode).digest('hex');
+}
 
 /**
  * A local chain ready for the service: anvil with both contracts deployed and configured, funded demo
@@ -123,7 +133,10 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
         models: deployment.models,
         accounts,
       });
-      if (options.stateDir) writeDevnetDescription(join(options.stateDir, DEPLOYMENT_FILE), description);
+      if (options.stateDir) {
+        writeDevnetDescription(join(options.stateDir, DEPLOYMENT_FILE), description);
+        writeFileSync(join(options.stateDir, CONTRACTS_FILE), `${contractsFingerprint()}\n`);
+      }
     }
     if (options.descriptionPath) {
       writeDevnetDescription(options.descriptionPath, description);
@@ -143,10 +156,20 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
   }
 }
 
-/** The deployment a kept chain holds, when the directory has both the state and its record. */
+/**
+ * The deployment a kept chain holds, when the directory has the state, its record and the fingerprint of
+ * today's contract code. A chain deployed with other code (an older checkout) is discarded: resuming it
+ * would run the services against contracts that no longer match them.
+ */
 function keptDeployment(stateDir: string): DevnetDescription | undefined {
   const record = join(stateDir, DEPLOYMENT_FILE);
+  const fingerprint = join(stateDir, CONTRACTS_FILE);
   if (!existsSync(record) || !existsSync(join(stateDir, STATE_FILE))) return undefined;
+  if (!existsSync(fingerprint) || readFileSync(fingerprint, 'utf8').trim() !== contractsFingerprint()) {
+    for (const file of [STATE_FILE, DEPLOYMENT_FILE, CONTRACTS_FILE])
+      rmSync(join(stateDir, file), { force: true });
+    return undefined;
+  }
   return readDevnetDescription(record);
 }
 

@@ -191,6 +191,28 @@ describe('startDevnet options and stop', () => {
     rmSync(directory, { recursive: true, force: true });
   }, 60_000);
 
+  it('resumes a kept chain, but deploys afresh when the contract code changed since it was kept', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'svc-devnet-kept-'));
+    try {
+      const first = await startDevnet({ stateDir });
+      const deployed = first.description.contracts.jobRegistry;
+      await first.stop();
+      const resumed = await startDevnet({ stateDir });
+      expect(resumed.resumed).toBe(true);
+      expect(resumed.description.contracts.jobRegistry).toBe(deployed);
+      await resumed.stop();
+
+      // As if the chain had been kept by a checkout with other contract code.
+      writeFileSync(join(stateDir, 'contracts.sha256'), `${'0'.repeat(64)}\n`);
+      const fresh = await startDevnet({ stateDir });
+      expect(fresh.resumed).toBe(false);
+      expect(readFileSync(join(stateDir, 'contracts.sha256'), 'utf8')).not.toContain('0'.repeat(64));
+      await fresh.stop();
+    } finally {
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  }, 90_000);
+
   it('keeps a description file that a newer devnet has taken over', () => {
     const directory = mkdtempSync(join(tmpdir(), 'svc-devnet-test-'));
     const path = join(directory, 'devnet.json');
