@@ -3,6 +3,7 @@ import { createTestDatabase, type TestDatabase } from '@svc/testkit';
 import type { ApiKey } from '@svc/proto/gen/svc/key/v1/api_key_pb';
 import { ApiKeyState } from '@svc/proto/gen/svc/key/v1/api_key_pb';
 import { applyMigrations } from '../src/db/migrate.js';
+import { MAX_UINT256, parseWei } from '../src/money/wei.js';
 import { generateSigningKey, TokenKeyRing } from '../src/signin/token-key-ring.js';
 import type { RedisStore } from '@svc/platform';
 import { errorCodeOf } from './support/errors.js';
@@ -97,14 +98,48 @@ describe('mint', () => {
     );
   });
 
-  it.each([['-1'], ['1.5'], ['1e18'], ['abc'], [''], [(2n ** 256n).toString()]])(
-    'refuses the cap %p with invalid_request',
-    async (decimal) => {
-      expect(await errorCodeOf(replicaA.client.mintKey({ wallet: wallet(), spendCapWei: { decimal } }))).toBe(
-        'invalid_request',
-      );
-    },
-  );
+  it.each([
+    ['\u0000'],
+    ['a\u0000b'],
+    ['\u0007'],
+    ['line\nbreak'],
+    ['tab\there'],
+    ['\u001b[31m'],
+    ['\u007f'],
+    ['\u0085'],
+  ])('refuses the name %p (a control character) with invalid_request', async (name) => {
+    expect(await errorCodeOf(replicaA.client.mintKey({ wallet: wallet(), name }))).toBe('invalid_request');
+  });
+
+  it('takes names of any script, emoji and joiners included', async () => {
+    for (const name of ['clé', '本番キー', '👩\u200d💻', 'a\u00a0b']) {
+      expect((await replicaA.client.mintKey({ wallet: wallet(), name })).apiKey!.name).toBe(name);
+    }
+  });
+
+  it.each([
+    ['-1'],
+    ['1.5'],
+    ['1e18'],
+    ['abc'],
+    [''],
+    [(2n ** 256n).toString()],
+    // Only ASCII digits, with nothing around them: Unicode spaces and digits are not wei.
+    ['\u00a0100'],
+    ['100\u2003'],
+    ['\u3000'],
+    ['\u3000100'],
+    ['１００'],
+    ['١٠٠'],
+    [' 100'],
+    ['100 '],
+    ['100\n'],
+    ['+100'],
+  ])('refuses the cap %p with invalid_request', async (decimal) => {
+    expect(await errorCodeOf(replicaA.client.mintKey({ wallet: wallet(), spendCapWei: { decimal } }))).toBe(
+      'invalid_request',
+    );
+  });
 
   it('keeps a wallet at 25 active keys when 50 mints race, and a revoked key frees a slot', async () => {
     const owner = wallet();
@@ -142,6 +177,37 @@ describe('list', () => {
       JSON.stringify(listed, (_, value: unknown) => (typeof value === 'bigint' ? String(value) : value)),
     ).not.toContain(second.fullKey.slice(11));
   });
+});
+
+describe('parseWei', () => {
+  // What gRPC cannot carry here: its UTF-8 decoder drops a leading byte order mark before any handler runs.
+  it.each([['\ufeff100'], ['\u00a0100'], ['100\u2003'], ['１００'], ['\t100']])('refuses %p', (text) => {
+    expect(() => parseWei(text, 'spendCapWei')).toThrow(/decimal string/);
+  });
+
+  it('takes plain ASCII digits, leading zeros included, up to 2^256 - 1', () => {
+    expect(parseWei('0', 'x')).toBe(0n);
+    expect(parseWei('007', 'x')).toBe(7n);
+    expect(parseWei(MAX_UINT256.toString(), 'x')).toBe(MAX_UINT256);
+  });
+});
+
+describe('PATCH cap', () => {
+  it.each([['\u00a0100'], ['100\u2003'], ['\u3000'], ['１００'], [' 100']])(
+    'refuses %p with invalid_request and keeps the cap',
+    async (decimal) => {
+      const owner = wallet();
+      const { apiKey } = await replicaA.client.mintKey({ wallet: owner, spendCapWei: { decimal: '7' } });
+      const update = replicaA.client.updateSpendCap({
+        wallet: owner,
+        keyId: apiKey!.id,
+        spendCap: { case: 'capWei', value: { decimal } },
+      });
+      expect(await errorCodeOf(update)).toBe('invalid_request');
+      const listed = (await replicaA.client.listKeys({ wallet: owner })).apiKeys;
+      expect(listed[0]!.spendCapWei?.decimal).toBe('7');
+    },
+  );
 });
 
 describe('state table', () => {

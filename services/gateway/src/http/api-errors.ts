@@ -9,43 +9,54 @@ import {
 import { isRpcError } from '@svc/proto';
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 
-/** What express's body parser attaches to the errors it raises. */
-interface BodyReadError {
-  readonly type: string;
-  readonly status: number;
-  readonly expose?: boolean;
-  readonly limit?: number;
+/**
+ * An error the HTTP layer raised about the request itself, carrying a 4xx status: a body the parser refused
+ * (`type` says why), a body that does not decompress as its Content-Encoding says (zlib's `errno`), a path
+ * whose percent-encoding does not decode (a URIError from the router).
+ */
+interface RequestReadError {
+  readonly type?: unknown;
+  readonly limit?: unknown;
+  readonly errno?: unknown;
 }
 
-function isBodyReadError(error: unknown): error is BodyReadError {
-  if (typeof error !== 'object' || error === null) return false;
-  const candidate = error as Partial<BodyReadError>;
-  return (
-    typeof candidate.type === 'string' &&
-    typeof candidate.status === 'number' &&
-    candidate.status >= 400 &&
-    candidate.status < 500
-  );
+function isRequestReadError(error: unknown): error is RequestReadError {
+  if (typeof error !== 'object' || error === null || isAppError(error)) return false;
+  const { status, statusCode } = error as { status?: unknown; statusCode?: unknown };
+  const code = typeof status === 'number' ? status : statusCode;
+  return typeof code === 'number' && code >= 400 && code < 500;
 }
 
-function bodyReadMessage(error: BodyReadError): string {
+/** What was wrong, and the part of the request (`param` on `/v1`) it was wrong in. */
+function requestReadProblem(error: RequestReadError): { message: string; param: string } {
+  if (error instanceof URIError) return { message: 'The path is not valid percent-encoding.', param: 'path' };
   switch (error.type) {
     case 'entity.parse.failed':
-      return 'The body is not valid JSON.';
+      return { message: 'The body is not valid JSON.', param: 'body' };
     case 'entity.too.large':
-      return `The body is larger than ${error.limit ?? 'allowed'} bytes.`;
+      return { message: `The body is larger than ${String(error.limit ?? 'allowed')} bytes.`, param: 'body' };
     case 'encoding.unsupported':
+      return {
+        message: 'Content-Encoding must be gzip, deflate, br or identity.',
+        param: 'content-encoding',
+      };
     case 'charset.unsupported':
-      return 'The body must be JSON in UTF-8.';
-    default:
-      return 'The body could not be read.';
+      return { message: 'The body must be JSON in UTF-8.', param: 'content-type' };
   }
+  if (typeof error.errno === 'number')
+    return { message: 'The body is not encoded as its Content-Encoding says.', param: 'content-encoding' };
+  return { message: 'The request could not be read.', param: 'body' };
 }
 
-/** A body the parser refused (not JSON, too large, ...) as `invalid_request`; undefined for other errors. */
+/**
+ * Any error carrying a 4xx status (a body the parser refused, a body that does not decompress, a path that
+ * does not decode) as `invalid_request`, the routes' documented 400; undefined for other errors. The
+ * caller sent something malformed: it is never a server failure.
+ */
 export function bodyReadError(error: unknown): AppError | undefined {
-  if (!isBodyReadError(error)) return undefined;
-  return new AppError('invalid_request', { message: bodyReadMessage(error), cause: error });
+  if (!isRequestReadError(error)) return undefined;
+  const { message, param } = requestReadProblem(error);
+  return new AppError('invalid_request', { message, fields: { param }, cause: error });
 }
 
 /** Any failure of an `/api` request as the catalogue error it is answered with. */

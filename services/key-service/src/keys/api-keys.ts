@@ -44,12 +44,7 @@ export class ApiKeys {
   ) {}
 
   async mint(wallet: WalletAddress, request: MintRequest): Promise<MintedKey> {
-    const name = request.name ?? '';
-    if ([...name].length > MAX_KEY_NAME_LENGTH) {
-      throw new AppError('invalid_request', {
-        message: `name must be at most ${MAX_KEY_NAME_LENGTH} characters.`,
-      });
-    }
+    const name = checkedKeyName(request.name ?? '');
     const secret = generateApiKeySecret();
     const row = await inTransaction(this.db, async (tx) => {
       await lockWallet(tx, wallet);
@@ -154,6 +149,22 @@ export class ApiKeys {
     await this.revocations.mark(keyId);
     this.onChange();
   }
+}
+
+// Control characters (C0, DEL, C1) have no place in a label; NUL is refused by PostgreSQL itself.
+const CONTROL_CHARACTER = /\p{Cc}/u;
+
+/** A key name as docs/api.md allows it: at most 64 code points, no control characters. */
+function checkedKeyName(name: string): string {
+  if ([...name].length > MAX_KEY_NAME_LENGTH) {
+    throw new AppError('invalid_request', {
+      message: `name must be at most ${MAX_KEY_NAME_LENGTH} characters.`,
+    });
+  }
+  if (CONTROL_CHARACTER.test(name)) {
+    throw new AppError('invalid_request', { message: 'name must not contain control characters.' });
+  }
+  return name;
 }
 
 /**
