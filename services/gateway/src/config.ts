@@ -7,6 +7,18 @@ import { env, loadConfig, type ConfigOf } from '@svc/platform';
 export const gatewayConfigShape = {
   HTTP_HOST: env.string({ doc: 'Interface the HTTP server binds.', default: '0.0.0.0' }),
   PORT: env.port({ doc: 'Port of the public HTTP server (0 picks a free one).', default: 8080 }),
+  HTTP_HEADERS_TIMEOUT: env.durationMs({
+    doc: 'Longest a client may take to send the headers of a request before it is answered 408 and disconnected (slow-header clients). At most HTTP_REQUEST_TIMEOUT.',
+    default: '20s',
+  }),
+  HTTP_REQUEST_TIMEOUT: env.durationMs({
+    doc: 'Longest a client may take to send a whole request, body included, before it is answered 408 and disconnected. It bounds receiving the request only: a response (a long completion stream) is never cut by it.',
+    default: '60s',
+  }),
+  HTTP_KEEP_ALIVE_TIMEOUT: env.durationMs({
+    doc: "How long an idle keep-alive connection stays open between requests. Behind a proxy, keep it above the proxy's idle timeout (60 s for nginx and AWS ALB), so the proxy never reuses a connection the gateway is closing.",
+    default: '65s',
+  }),
   PUBLIC_URL: env.url({
     doc: 'URL clients reach the gateway at (behind a proxy, its public origin). Default: `http://localhost:<PORT>`.',
     protocols: ['http', 'https'],
@@ -68,6 +80,10 @@ export const gatewayConfigShape = {
   V1_SPEND_RESERVATION_TTL: env.durationMs({
     doc: "How long a completion's spend reservation holds when nobody settles it (outlives the claim window and two job timeouts).",
     default: '10m',
+  }),
+  V1_LIMIT_HIT_FLUSH_INTERVAL: env.durationMs({
+    doc: "How often each replica sends the refusals counted in the shared store (`limitHits`) to the key-service, as one call per batch; how late a key's listing may show them. A stopping replica flushes once more.",
+    default: '5s',
   }),
   V1_KEY_EVENTS_GROUP_PREFIX: env.string({
     doc: "Consumer group prefix of the key-event subscription that evicts cached keys; each replica adds its own suffix, since every replica's cache needs every event.",

@@ -3,7 +3,9 @@ import express, { type Express } from 'express';
 import { apiRouter } from './api/api-router.js';
 import { trustProxySetting, type GatewayConfig } from './config.js';
 import { logRequests } from './http/access-log.js';
+import { apiErrorHandler, apiRouteNotFound } from './http/api-errors.js';
 import { healthRoutes } from './http/health-routes.js';
+import { securityHeaders } from './http/security-headers.js';
 import { assignRequestId, bindRequestContext } from './http/request-context.js';
 import type { KeyServiceClient } from './key-service-client.js';
 import { GatewayMetrics } from './observability/gateway-metrics.js';
@@ -22,6 +24,11 @@ export interface GatewayPorts {
   readonly logger: Logger;
   /** Where the gateway counts what operators watch; default: a registry of its own. */
   readonly metrics?: GatewayMetrics;
+  /**
+   * Counts refusals in the keys' `limitHits` (see buildLimitHitReporter). Its owner runs its periodic flush:
+   * `start()` it, and `stop()` it after the server closed, which flushes once more (module.ts, tests).
+   */
+  readonly limitHits: LimitHitReporter;
   /** Runs completions (the job-orchestrator); without one, completions answer 503 `not_configured`. */
   readonly completions?: CompletionBackend;
   /**
@@ -29,6 +36,16 @@ export interface GatewayPorts {
    * Without it, cached keys live out their TTL (revocation is enforced by the store's marker either way).
    */
   readonly keyEvents?: Omit<KeyEventFeed, 'groupPrefix'>;
+}
+
+/** The limit-hit reporter as the config sets it up: counts in the store's tally, flushed to the key-service. */
+export function buildLimitHitReporter(
+  ports: Pick<GatewayPorts, 'config' | 'keyService' | 'store' | 'logger'>,
+): LimitHitReporter {
+  return new LimitHitReporter(ports.keyService, ports.logger, {
+    tallies: ports.store.tallies,
+    flushIntervalMs: ports.config.V1_LIMIT_HIT_FLUSH_INTERVAL,
+  });
 }
 
 /** Builds the gateway's HTTP app from its ports: no globals, nothing listens until the caller says so. */
@@ -55,7 +72,7 @@ export function buildGatewayApp(ports: GatewayPorts): Express {
     logger.error({ err: error }, 'could not subscribe to key events; cached keys expire by TTL only'),
   );
 
-  app.use(assignRequestId(), logRequests(logger));
+  app.use(securityHeaders(), assignRequestId(), logRequests(logger));
   app.use(
     bindRequestContext(),
     healthRoutes({
@@ -77,7 +94,7 @@ export function buildGatewayApp(ports: GatewayPorts): Express {
       store,
       keyCache,
       backend: ports.completions,
-      limitHits: new LimitHitReporter(keyService, logger),
+      limitHits: ports.limitHits,
       metrics: ports.metrics ?? new GatewayMetrics(),
       logger,
       settings: {
@@ -107,5 +124,7 @@ export function buildGatewayApp(ports: GatewayPorts): Express {
       },
     }),
   );
+  // Any other path answers JSON like `/api` does, never express's HTML page.
+  app.use(apiRouteNotFound(), apiErrorHandler(logger));
   return app;
 }

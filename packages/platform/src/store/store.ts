@@ -98,6 +98,44 @@ export interface Counters {
   delete(key: string): Promise<boolean>;
 }
 
+/** A tally's sealed counts, handed out for delivery and kept in the store until acknowledged. */
+export interface TallyBatch {
+  /** Unique per batch and kept by every redelivery of it, so the receiver can count a batch once. */
+  readonly batchId: string;
+  /** Count per field (each one positive). */
+  readonly counts: Readonly<Record<string, bigint>>;
+}
+
+export interface TallyClaimOptions {
+  /**
+   * How long the claim keeps other claimants off the batch, so one delivery is under way at a time; the
+   * claimant itself may claim it again at any time (a retry). A claimant that vanished frees it at this TTL.
+   */
+  readonly claimTtlMs: number;
+  /** Most fields sealed into a new batch (default 1000); the rest stay open for the next one. */
+  readonly maxFields?: number;
+}
+
+/**
+ * Counts taken on a hot path as single atomic increments and delivered to their system of record in
+ * aggregates (limit hits: one increment per refusal, one key-service call per flush). A tally holds open
+ * counts and at most one sealed batch. Delivery is at least once, under the batch's id: the receiver applies
+ * a batch id once. Nothing expires, so nothing counted is lost while the receiver is down.
+ */
+export interface Tallies {
+  /** Adds `by` (default 1, positive) to `field` of the tally's open counts. */
+  add(tally: string, field: string, by?: bigint | number): Promise<void>;
+  /**
+   * The batch to deliver, now claimed by `claimant`: the sealed batch when there is one, else the open counts
+   * (up to `maxFields` of them) sealed into a new batch under a fresh id, in the same atomic step, so every
+   * increment lands in exactly one batch. null when there is nothing to deliver, or when the sealed batch is
+   * claimed by another claimant whose claim is live.
+   */
+  claim(tally: string, claimant: string, options: TallyClaimOptions): Promise<TallyBatch | null>;
+  /** Drops the sealed batch once delivered; false when `batchId` is not (or no longer) the sealed batch. */
+  acknowledge(tally: string, batchId: string): Promise<boolean>;
+}
+
 /** Position of a frame in its stream; opaque to callers, ordered by append. */
 export type FrameCursor = string;
 
@@ -173,6 +211,7 @@ export interface Store {
   readonly locks: ExclusiveLocks;
   readonly values: ExpiringValues;
   readonly counters: Counters;
+  readonly tallies: Tallies;
   readonly frames: FrameStreams;
   readonly presence: Presence;
   readonly nonces: NonceAllocator;

@@ -34,6 +34,16 @@ export function toCounterIncrement(by: bigint | number): bigint {
   return amount;
 }
 
+/** Most fields sealed into one tally batch unless the caller says otherwise. */
+export const DEFAULT_TALLY_BATCH_FIELDS = 1000;
+
+/** A tally grows only: `by` must be a whole number from 1 up to the signed 64-bit limit. */
+export function toTallyIncrement(by: bigint | number): bigint {
+  const amount = toCounterIncrement(by);
+  if (amount < 1n) throw new RangeError(`a tally increment must be positive, got ${amount}`);
+  return amount;
+}
+
 export function fitsInt64(value: bigint): boolean {
   return value >= INT64_MIN && value <= INT64_MAX;
 }

@@ -68,7 +68,18 @@ describe('RedisStore on a real Redis', () => {
     await store.counters.increment('c', 'f');
     await store.frames.append('job-1', '1:0', new Uint8Array([1]));
     await store.presence.announce('workers', 'w', 'v', 60_000);
+    await store.tallies.add('limit-hits', 'rate:k');
+    await store.tallies.claim('limit-hits', 'flusher', { claimTtlMs: 60_000 });
+    await store.tallies.add('limit-hits', 'rate:k');
     expect(await admin.exists(`${namespace}:counters:c`)).toBe(1);
+    expect(
+      await admin.exists(
+        `${namespace}:tally:{limit-hits}:open`,
+        `${namespace}:tally:{limit-hits}:sealed`,
+        `${namespace}:tally:{limit-hits}:batch`,
+        `${namespace}:tally:{limit-hits}:claim`,
+      ),
+    ).toBe(4);
     expect(await admin.exists(`${namespace}:frames:{job-1}`, `${namespace}:frames:{job-1}:dedup`)).toBe(2);
     expect(await admin.exists(`${namespace}:presence:{workers}:expiries`)).toBe(1);
   });

@@ -10,6 +10,7 @@ import { noncesContract } from './contract/nonces.contract.js';
 import { presenceContract } from './contract/presence.contract.js';
 import { rateWindowsContract } from './contract/rate-windows.contract.js';
 import { revocationsContract } from './contract/revocations.contract.js';
+import { talliesContract } from './contract/tallies.contract.js';
 
 export type { StoreContractFixture, StoreContractSetup } from './contract/fixture.js';
 
@@ -34,6 +35,7 @@ export function describeStoreContract(name: string, setup: StoreContractSetup): 
     exclusiveLocksContract(use);
     expiringValuesContract(use);
     countersContract(use);
+    talliesContract(use);
     frameStreamsContract(use);
     presenceContract(use);
     noncesContract(use);

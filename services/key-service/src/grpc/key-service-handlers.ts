@@ -156,5 +156,15 @@ export function keyServiceHandlers(domain: KeyServiceDomain): ServiceImpl<KeySer
       await limitHits.record(request.keyId, limitKindIn(request.kind), request.requestId);
       return {};
     },
+
+    async recordLimitHits(request) {
+      const hits = request.hits.map((hit) => ({
+        keyId: hit.keyId,
+        kind: limitKindIn(hit.kind),
+        count: hit.count,
+      }));
+      await limitHits.recordBatch(request.batchId, hits);
+      return {};
+    },
   };
 }

@@ -1,5 +1,5 @@
 import { AppError } from '@svc/platform';
-import type { PrismaClient } from '../db/database.js';
+import { inTransaction, type PrismaClient } from '../db/database.js';
 import { isKeyId } from './key-id.js';
 
 export type LimitKind = 'rate' | 'concurrency' | 'spend_cap' | 'session_opens';
@@ -11,15 +11,30 @@ const COUNTER_COLUMN = {
   session_opens: 'session_open_hits',
 } as const satisfies Record<LimitKind, string>;
 
+const MAX_ID_LENGTH = 128;
+/** A batch is one transaction; the gateway sends at most 1,000 entries per batch. */
+const MAX_BATCH_ENTRIES = 10_000;
+
+/** How often one limit refused one key's calls within a batch. */
+export interface LimitHitCount {
+  readonly keyId: string;
+  readonly kind: LimitKind;
+  readonly count: bigint;
+}
+
 /**
- * Counts refusals of a key's calls per limit (`limitHits`). A report carrying a request id counts once
- * however often it is repeated; the ids are kept for a retention period and then pruned.
+ * Counts refusals of a key's calls per limit (`limitHits`). Reporters send batches: aggregates per key and
+ * limit under a batch id that counts once however often the batch is delivered. The single report (one
+ * refusal under its request id) stays for callers that have one refusal to tell. Ids are kept for a
+ * retention period and then pruned.
  */
 export class LimitHits {
   constructor(private readonly db: PrismaClient) {}
 
   async record(keyId: string, kind: LimitKind, requestId: string): Promise<void> {
-    if (requestId.length > 128) throw new AppError('invalid_request', { message: 'request_id is too long.' });
+    if (requestId.length > MAX_ID_LENGTH) {
+      throw new AppError('invalid_request', { message: 'request_id is too long.' });
+    }
     // A report for an unknown key counts nowhere: there is no listing to show it in.
     if (!isKeyId(keyId)) return;
     const column = COUNTER_COLUMN[kind];
@@ -43,9 +58,76 @@ export class LimitHits {
     );
   }
 
-  /** Forgets request ids of reports older than `retentionMs`; returns how many were dropped. */
-  async pruneReports(retentionMs: number): Promise<number> {
-    return this.db.$executeRaw`
-      DELETE FROM limit_hit_reports WHERE reported_at < now() - ${retentionMs} * interval '1 millisecond'`;
+  /**
+   * Adds a batch's counts to its keys, once per batch id: the id is inserted in the same transaction as the
+   * increments, so a redelivered batch (its sender never saw the answer) or one delivered by two senders at
+   * once adds nothing the second time. Returns whether this call applied it.
+   */
+  async recordBatch(batchId: string, hits: readonly LimitHitCount[]): Promise<boolean> {
+    if (batchId === '' || batchId.length > MAX_ID_LENGTH) {
+      throw new AppError('invalid_request', {
+        message: `batch_id must be 1 to ${MAX_ID_LENGTH} characters.`,
+      });
+    }
+    if (hits.length > MAX_BATCH_ENTRIES) {
+      throw new AppError('invalid_request', {
+        message: `A batch holds at most ${MAX_BATCH_ENTRIES} entries.`,
+      });
+    }
+    if (hits.some((hit) => hit.count < 1n)) {
+      throw new AppError('invalid_request', { message: 'Every count must be at least 1.' });
+    }
+    const perKey = aggregatePerKey(hits);
+    return inTransaction(this.db, async (tx) => {
+      const inserted = await tx.$executeRaw`
+        INSERT INTO limit_hit_batches (batch_id) VALUES (${batchId}) ON CONFLICT DO NOTHING`;
+      if (inserted === 0 || perKey.length === 0) return inserted === 1;
+      const rows = JSON.stringify(perKey);
+      // Rows are locked in id order, so batches of other reporters touching the same keys cannot deadlock.
+      await tx.$queryRaw`
+        SELECT id FROM api_keys
+        WHERE id IN (SELECT (entry->>'id')::uuid FROM jsonb_array_elements(${rows}::jsonb) AS entry)
+        ORDER BY id FOR UPDATE`;
+      await tx.$executeRaw`
+        UPDATE api_keys k
+        SET rate_hits = k.rate_hits + h.rate,
+            concurrency_hits = k.concurrency_hits + h.concurrency,
+            spend_cap_hits = k.spend_cap_hits + h.spend_cap,
+            session_open_hits = k.session_open_hits + h.session_opens
+        FROM jsonb_to_recordset(${rows}::jsonb)
+          AS h(id uuid, rate bigint, concurrency bigint, spend_cap bigint, session_opens bigint)
+        WHERE k.id = h.id`;
+      return true;
+    });
   }
+
+  /** Forgets report request ids and batch ids older than `retentionMs`; returns how many were dropped. */
+  async pruneReports(retentionMs: number): Promise<number> {
+    const reports = await this.db.$executeRaw`
+      DELETE FROM limit_hit_reports WHERE reported_at < now() - ${retentionMs} * interval '1 millisecond'`;
+    const batches = await this.db.$executeRaw`
+      DELETE FROM limit_hit_batches WHERE applied_at < now() - ${retentionMs} * interval '1 millisecond'`;
+    return reports + batches;
+  }
+}
+
+type KeyRow = { id: string } & Record<LimitKind, string>;
+
+/** One row per key with every kind's total as a decimal string; entries for ids no key can have are dropped. */
+function aggregatePerKey(hits: readonly LimitHitCount[]): KeyRow[] {
+  const totals = new Map<string, Record<LimitKind, bigint>>();
+  for (const { keyId, kind, count } of hits) {
+    // An unknown key counts nowhere: there is no listing to show it in.
+    if (!isKeyId(keyId)) continue;
+    const row = totals.get(keyId) ?? { rate: 0n, concurrency: 0n, spend_cap: 0n, session_opens: 0n };
+    row[kind] += count;
+    totals.set(keyId, row);
+  }
+  return [...totals].map(([id, row]) => ({
+    id,
+    rate: row.rate.toString(),
+    concurrency: row.concurrency.toString(),
+    spend_cap: row.spend_cap.toString(),
+    session_opens: row.session_opens.toString(),
+  }));
 }

@@ -10,6 +10,7 @@ import { MemoryNonceAllocator } from './nonces.js';
 import { MemoryPresence } from './presence.js';
 import { MemoryRateWindows } from './rate-windows.js';
 import { MemoryRevocationMarkers } from './revocations.js';
+import { MemoryTallies } from './tallies.js';
 
 const DEFAULT_SWEEP_INTERVAL_MS = 30_000;
 
@@ -31,6 +32,7 @@ export class MemoryStore implements Store {
   readonly locks: MemoryExclusiveLocks;
   readonly values: MemoryExpiringValues;
   readonly counters: MemoryCounters;
+  readonly tallies: MemoryTallies;
   readonly frames: MemoryFrameStreams;
   readonly presence: MemoryPresence;
   readonly nonces: MemoryNonceAllocator;
@@ -48,6 +50,7 @@ export class MemoryStore implements Store {
     this.locks = new MemoryExclusiveLocks(this.#lifecycle);
     this.values = new MemoryExpiringValues(this.#lifecycle);
     this.counters = new MemoryCounters(this.#lifecycle);
+    this.tallies = new MemoryTallies(this.#lifecycle);
     this.frames = new MemoryFrameStreams(this.#lifecycle);
     this.presence = new MemoryPresence(this.#lifecycle);
     this.nonces = new MemoryNonceAllocator(this.#lifecycle);

@@ -24,6 +24,22 @@ export class RedisKeyspace {
     return `${this.namespace}:counters:${key}`;
   }
 
+  tallyOpen(tally: string): string {
+    return `${this.namespace}:tally:{${tally}}:open`;
+  }
+
+  tallySealed(tally: string): string {
+    return `${this.namespace}:tally:{${tally}}:sealed`;
+  }
+
+  tallyBatchId(tally: string): string {
+    return `${this.namespace}:tally:{${tally}}:batch`;
+  }
+
+  tallyClaim(tally: string): string {
+    return `${this.namespace}:tally:{${tally}}:claim`;
+  }
+
   frameStream(streamKey: string): string {
     return `${this.namespace}:frames:{${streamKey}}`;
   }

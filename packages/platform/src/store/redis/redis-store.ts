@@ -10,6 +10,7 @@ import type {
   RateWindows,
   RevocationMarkers,
   Store,
+  Tallies,
 } from '../store.js';
 import { requireKey, requirePositiveInteger } from '../validation.js';
 import { BlockingConnectionPool } from './blocking-connections.js';
@@ -23,6 +24,7 @@ import { RedisNonceAllocator } from './nonces.js';
 import { RedisPresence } from './presence.js';
 import { RedisRateWindows } from './rate-windows.js';
 import { RedisRevocationMarkers } from './revocations.js';
+import { RedisTallies } from './tallies.js';
 import { RedisCommandRunner } from './redis-client.js';
 
 const DEFAULT_MAX_BLOCKING_READERS = 32;
@@ -48,6 +50,7 @@ export class RedisStore implements Store {
   readonly locks: ExclusiveLocks;
   readonly values: ExpiringValues;
   readonly counters: Counters;
+  readonly tallies: Tallies;
   readonly frames: FrameStreams;
   readonly presence: Presence;
   readonly nonces: NonceAllocator;
@@ -77,6 +80,7 @@ export class RedisStore implements Store {
     this.locks = new RedisExclusiveLocks(this.#redis, this.keyspace);
     this.values = new RedisExpiringValues(this.#redis, this.keyspace);
     this.counters = new RedisCounters(this.#redis, this.keyspace);
+    this.tallies = new RedisTallies(this.#redis, this.keyspace);
     this.frames = new RedisFrameStreams(this.#redis, this.keyspace, this.#blockingConnections);
     this.presence = new RedisPresence(this.#redis, this.keyspace);
     this.nonces = new RedisNonceAllocator(this.#redis, this.keyspace);

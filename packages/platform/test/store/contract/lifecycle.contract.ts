@@ -25,6 +25,7 @@ export function lifecycleContract(use: UseFixture): void {
         StoreClosedError,
       );
       await expect(store.revocations.isMarked(uniqueKey('key'))).rejects.toThrow(StoreClosedError);
+      await expect(store.tallies.add(uniqueKey('tally'), 'field')).rejects.toThrow(StoreClosedError);
     });
   });
 }

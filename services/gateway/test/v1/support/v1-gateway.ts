@@ -4,7 +4,7 @@ import { closeClient, createClient } from '@svc/proto';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
 import { loadGatewayConfig } from '../../../src/config.js';
 import type { KeyServiceClient } from '../../../src/key-service-client.js';
-import { buildGatewayApp } from '../../../src/service.js';
+import { buildGatewayApp, buildLimitHitReporter } from '../../../src/service.js';
 import type { CompletionBackend } from '../../../src/v1/completion-backend.js';
 import { silentLogger } from '../../support/key-service.js';
 
@@ -44,6 +44,8 @@ export async function startV1Gateway(options: V1GatewayOptions): Promise<V1Gatew
     KEY_SERVICE_ADDRESS: options.keyServiceAddress,
     // Tests name their client's address in X-Forwarded-For from loopback.
     TRUST_PROXY: 'loopback',
+    // Counted refusals show in listings within a test's patience.
+    V1_LIMIT_HIT_FLUSH_INTERVAL: '100ms',
     ...options.env,
   });
   const client = createClient(
@@ -52,11 +54,16 @@ export async function startV1Gateway(options: V1GatewayOptions): Promise<V1Gatew
     serviceClientOptions({ defaultUnaryTimeoutMs: config.KEY_SERVICE_TIMEOUT }),
   );
   const keyServiceCalls = new Map<string, number>();
+  const keyService = countingClient(client, keyServiceCalls);
+  const logger = options.logger ?? silentLogger;
+  const limitHits = buildLimitHitReporter({ config, keyService, store: options.store, logger });
+  limitHits.start();
   const app = buildGatewayApp({
     config,
-    keyService: countingClient(client, keyServiceCalls),
+    keyService,
     store: options.store,
-    logger: options.logger ?? silentLogger,
+    logger,
+    limitHits,
     completions: options.completions,
     keyEvents: options.bus ? { bus: options.bus, topic: keyEventsTopic } : undefined,
   });
@@ -72,6 +79,7 @@ export async function startV1Gateway(options: V1GatewayOptions): Promise<V1Gatew
     async close() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      await limitHits.stop();
       closeClient(client);
     },
   };

@@ -21,7 +21,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file svc/key/v1/key_service.proto.
  */
 export const file_svc_key_v1_key_service: GenFile = /*@__PURE__*/
-  fileDesc("ChxzdmMva2V5L3YxL2tleV9zZXJ2aWNlLnByb3RvEgpzdmMua2V5LnYxIkEKFkNyZWF0ZUNoYWxsZW5nZVJlcXVlc3QSJwoHYWRkcmVzcxgBIAEoCzIWLnN2Yy5jb21tb24udjEuQWRkcmVzcyJpChdDcmVhdGVDaGFsbGVuZ2VSZXNwb25zZRINCgVub25jZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEi4KCmV4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjkKE1ZlcmlmeVNpZ25JblJlcXVlc3QSDwoHbWVzc2FnZRgBIAEoCRIRCglzaWduYXR1cmUYAiABKAkifgoUVmVyaWZ5U2lnbkluUmVzcG9uc2USDQoFdG9rZW4YASABKAkSLgoKZXhwaXJlc19hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJwoHYWRkcmVzcxgDIAEoCzIWLnN2Yy5jb21tb24udjEuQWRkcmVzcyIpChhBdXRoZW50aWNhdGVUb2tlblJlcXVlc3QSDQoFdG9rZW4YASABKAkicwoZQXV0aGVudGljYXRlVG9rZW5SZXNwb25zZRImCgZ3YWxsZXQYASABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSLgoKZXhwaXJlc19hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiEAoOR2V0Sndrc1JlcXVlc3QiJAoPR2V0Sndrc1Jlc3BvbnNlEhEKCWp3a3NfanNvbhgBIAEoCSJ/Cg5NaW50S2V5UmVxdWVzdBImCgZ3YWxsZXQYASABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSEQoEbmFtZRgCIAEoCUgAiAEBEikKDXNwZW5kX2NhcF93ZWkYAyABKAsyEi5zdmMuY29tbW9uLnYxLldlaUIHCgVfbmFtZSJICg9NaW50S2V5UmVzcG9uc2USIwoHYXBpX2tleRgBIAEoCzISLnN2Yy5rZXkudjEuQXBpS2V5EhAKCGZ1bGxfa2V5GAIgASgJIjkKD0xpc3RLZXlzUmVxdWVzdBImCgZ3YWxsZXQYASABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MiOAoQTGlzdEtleXNSZXNwb25zZRIkCghhcGlfa2V5cxgBIAMoCzISLnN2Yy5rZXkudjEuQXBpS2V5Iq0BChVVcGRhdGVTcGVuZENhcFJlcXVlc3QSJgoGd2FsbGV0GAEgASgLMhYuc3ZjLmNvbW1vbi52MS5BZGRyZXNzEg4KBmtleV9pZBgCIAEoCRIlCgdjYXBfd2VpGAMgASgLMhIuc3ZjLmNvbW1vbi52MS5XZWlIABIoCgZub19jYXAYBCABKAsyFi5nb29nbGUucHJvdG9idWYuRW1wdHlIAEILCglzcGVuZF9jYXAiPQoWVXBkYXRlU3BlbmRDYXBSZXNwb25zZRIjCgdhcGlfa2V5GAEgASgLMhIuc3ZjLmtleS52MS5BcGlLZXkiSgoQUmV2b2tlS2V5UmVxdWVzdBImCgZ3YWxsZXQYASABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSDgoGa2V5X2lkGAIgASgJIhMKEVJldm9rZUtleVJlc3BvbnNlIkoKEERlbGV0ZUtleVJlcXVlc3QSJgoGd2FsbGV0GAEgASgLMhYuc3ZjLmNvbW1vbi52MS5BZGRyZXNzEg4KBmtleV9pZBgCIAEoCSITChFEZWxldGVLZXlSZXNwb25zZSIqChFSZXNvbHZlS2V5UmVxdWVzdBIVCg1wcmVzZW50ZWRfa2V5GAEgASgJIq8BChJSZXNvbHZlS2V5UmVzcG9uc2USDgoGa2V5X2lkGAEgASgJEg4KBnByZWZpeBgCIAEoCRImCgZ3YWxsZXQYAyABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSJgoFc3RhdGUYBCABKA4yFy5zdmMua2V5LnYxLkFwaUtleVN0YXRlEikKDXNwZW5kX2NhcF93ZWkYBSABKAsyEi5zdmMuY29tbW9uLnYxLldlaSKJAQoTUmVzZXJ2ZVNwZW5kUmVxdWVzdBIOCgZrZXlfaWQYASABKAkSJgoKYW1vdW50X3dlaRgCIAEoCzISLnN2Yy5jb21tb24udjEuV2VpEiYKA3R0bBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhISCgpyZXF1ZXN0X2lkGAQgASgJIoMBChRSZXNlcnZlU3BlbmRSZXNwb25zZRIwCghyZXNlcnZlZBgBIAEoCzIcLnN2Yy5rZXkudjEuU3BlbmRSZXNlcnZhdGlvbkgAEi4KB3JlZnVzZWQYAiABKAsyGy5zdmMua2V5LnYxLlNwZW5kQ2FwUmVmdXNhbEgAQgkKB291dGNvbWUiVQoSQ29tbWl0U3BlbmRSZXF1ZXN0EhYKDnJlc2VydmF0aW9uX2lkGAEgASgJEicKC2NoYXJnZWRfd2VpGAIgASgLMhIuc3ZjLmNvbW1vbi52MS5XZWkiRwoTQ29tbWl0U3BlbmRSZXNwb25zZRIwCgVzdGF0ZRgBIAEoDjIhLnN2Yy5rZXkudjEuU3BlbmRSZXNlcnZhdGlvblN0YXRlIi0KE1JlbGVhc2VTcGVuZFJlcXVlc3QSFgoOcmVzZXJ2YXRpb25faWQYASABKAkiSAoUUmVsZWFzZVNwZW5kUmVzcG9uc2USMAoFc3RhdGUYASABKA4yIS5zdmMua2V5LnYxLlNwZW5kUmVzZXJ2YXRpb25TdGF0ZSJgChVSZWNvcmRMaW1pdEhpdFJlcXVlc3QSDgoGa2V5X2lkGAEgASgJEiMKBGtpbmQYAiABKA4yFS5zdmMua2V5LnYxLkxpbWl0S2luZBISCgpyZXF1ZXN0X2lkGAMgASgJIhgKFlJlY29yZExpbWl0SGl0UmVzcG9uc2Uy9QgKCktleVNlcnZpY2USWgoPQ3JlYXRlQ2hhbGxlbmdlEiIuc3ZjLmtleS52MS5DcmVhdGVDaGFsbGVuZ2VSZXF1ZXN0GiMuc3ZjLmtleS52MS5DcmVhdGVDaGFsbGVuZ2VSZXNwb25zZRJRCgxWZXJpZnlTaWduSW4SHy5zdmMua2V5LnYxLlZlcmlmeVNpZ25JblJlcXVlc3QaIC5zdmMua2V5LnYxLlZlcmlmeVNpZ25JblJlc3BvbnNlEmAKEUF1dGhlbnRpY2F0ZVRva2VuEiQuc3ZjLmtleS52MS5BdXRoZW50aWNhdGVUb2tlblJlcXVlc3QaJS5zdmMua2V5LnYxLkF1dGhlbnRpY2F0ZVRva2VuUmVzcG9uc2USQgoHR2V0SndrcxIaLnN2Yy5rZXkudjEuR2V0Sndrc1JlcXVlc3QaGy5zdmMua2V5LnYxLkdldEp3a3NSZXNwb25zZRJCCgdNaW50S2V5Ehouc3ZjLmtleS52MS5NaW50S2V5UmVxdWVzdBobLnN2Yy5rZXkudjEuTWludEtleVJlc3BvbnNlEkUKCExpc3RLZXlzEhsuc3ZjLmtleS52MS5MaXN0S2V5c1JlcXVlc3QaHC5zdmMua2V5LnYxLkxpc3RLZXlzUmVzcG9uc2USVwoOVXBkYXRlU3BlbmRDYXASIS5zdmMua2V5LnYxLlVwZGF0ZVNwZW5kQ2FwUmVxdWVzdBoiLnN2Yy5rZXkudjEuVXBkYXRlU3BlbmRDYXBSZXNwb25zZRJICglSZXZva2VLZXkSHC5zdmMua2V5LnYxLlJldm9rZUtleVJlcXVlc3QaHS5zdmMua2V5LnYxLlJldm9rZUtleVJlc3BvbnNlEkgKCURlbGV0ZUtleRIcLnN2Yy5rZXkudjEuRGVsZXRlS2V5UmVxdWVzdBodLnN2Yy5rZXkudjEuRGVsZXRlS2V5UmVzcG9uc2USSwoKUmVzb2x2ZUtleRIdLnN2Yy5rZXkudjEuUmVzb2x2ZUtleVJlcXVlc3QaHi5zdmMua2V5LnYxLlJlc29sdmVLZXlSZXNwb25zZRJRCgxSZXNlcnZlU3BlbmQSHy5zdmMua2V5LnYxLlJlc2VydmVTcGVuZFJlcXVlc3QaIC5zdmMua2V5LnYxLlJlc2VydmVTcGVuZFJlc3BvbnNlEk4KC0NvbW1pdFNwZW5kEh4uc3ZjLmtleS52MS5Db21taXRTcGVuZFJlcXVlc3QaHy5zdmMua2V5LnYxLkNvbW1pdFNwZW5kUmVzcG9uc2USUQoMUmVsZWFzZVNwZW5kEh8uc3ZjLmtleS52MS5SZWxlYXNlU3BlbmRSZXF1ZXN0GiAuc3ZjLmtleS52MS5SZWxlYXNlU3BlbmRSZXNwb25zZRJXCg5SZWNvcmRMaW1pdEhpdBIhLnN2Yy5rZXkudjEuUmVjb3JkTGltaXRIaXRSZXF1ZXN0GiIuc3ZjLmtleS52MS5SZWNvcmRMaW1pdEhpdFJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_empty, file_google_protobuf_timestamp, file_svc_common_v1_chain, file_svc_key_v1_api_key, file_svc_key_v1_spend_reservation]);
+  fileDesc("ChxzdmMva2V5L3YxL2tleV9zZXJ2aWNlLnByb3RvEgpzdmMua2V5LnYxIkEKFkNyZWF0ZUNoYWxsZW5nZVJlcXVlc3QSJwoHYWRkcmVzcxgBIAEoCzIWLnN2Yy5jb21tb24udjEuQWRkcmVzcyJpChdDcmVhdGVDaGFsbGVuZ2VSZXNwb25zZRINCgVub25jZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEi4KCmV4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjkKE1ZlcmlmeVNpZ25JblJlcXVlc3QSDwoHbWVzc2FnZRgBIAEoCRIRCglzaWduYXR1cmUYAiABKAkifgoUVmVyaWZ5U2lnbkluUmVzcG9uc2USDQoFdG9rZW4YASABKAkSLgoKZXhwaXJlc19hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJwoHYWRkcmVzcxgDIAEoCzIWLnN2Yy5jb21tb24udjEuQWRkcmVzcyIpChhBdXRoZW50aWNhdGVUb2tlblJlcXVlc3QSDQoFdG9rZW4YASABKAkicwoZQXV0aGVudGljYXRlVG9rZW5SZXNwb25zZRImCgZ3YWxsZXQYASABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSLgoKZXhwaXJlc19hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiEAoOR2V0Sndrc1JlcXVlc3QiJAoPR2V0Sndrc1Jlc3BvbnNlEhEKCWp3a3NfanNvbhgBIAEoCSJ/Cg5NaW50S2V5UmVxdWVzdBImCgZ3YWxsZXQYASABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSEQoEbmFtZRgCIAEoCUgAiAEBEikKDXNwZW5kX2NhcF93ZWkYAyABKAsyEi5zdmMuY29tbW9uLnYxLldlaUIHCgVfbmFtZSJICg9NaW50S2V5UmVzcG9uc2USIwoHYXBpX2tleRgBIAEoCzISLnN2Yy5rZXkudjEuQXBpS2V5EhAKCGZ1bGxfa2V5GAIgASgJIjkKD0xpc3RLZXlzUmVxdWVzdBImCgZ3YWxsZXQYASABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MiOAoQTGlzdEtleXNSZXNwb25zZRIkCghhcGlfa2V5cxgBIAMoCzISLnN2Yy5rZXkudjEuQXBpS2V5Iq0BChVVcGRhdGVTcGVuZENhcFJlcXVlc3QSJgoGd2FsbGV0GAEgASgLMhYuc3ZjLmNvbW1vbi52MS5BZGRyZXNzEg4KBmtleV9pZBgCIAEoCRIlCgdjYXBfd2VpGAMgASgLMhIuc3ZjLmNvbW1vbi52MS5XZWlIABIoCgZub19jYXAYBCABKAsyFi5nb29nbGUucHJvdG9idWYuRW1wdHlIAEILCglzcGVuZF9jYXAiPQoWVXBkYXRlU3BlbmRDYXBSZXNwb25zZRIjCgdhcGlfa2V5GAEgASgLMhIuc3ZjLmtleS52MS5BcGlLZXkiSgoQUmV2b2tlS2V5UmVxdWVzdBImCgZ3YWxsZXQYASABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSDgoGa2V5X2lkGAIgASgJIhMKEVJldm9rZUtleVJlc3BvbnNlIkoKEERlbGV0ZUtleVJlcXVlc3QSJgoGd2FsbGV0GAEgASgLMhYuc3ZjLmNvbW1vbi52MS5BZGRyZXNzEg4KBmtleV9pZBgCIAEoCSITChFEZWxldGVLZXlSZXNwb25zZSIqChFSZXNvbHZlS2V5UmVxdWVzdBIVCg1wcmVzZW50ZWRfa2V5GAEgASgJIq8BChJSZXNvbHZlS2V5UmVzcG9uc2USDgoGa2V5X2lkGAEgASgJEg4KBnByZWZpeBgCIAEoCRImCgZ3YWxsZXQYAyABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSJgoFc3RhdGUYBCABKA4yFy5zdmMua2V5LnYxLkFwaUtleVN0YXRlEikKDXNwZW5kX2NhcF93ZWkYBSABKAsyEi5zdmMuY29tbW9uLnYxLldlaSKJAQoTUmVzZXJ2ZVNwZW5kUmVxdWVzdBIOCgZrZXlfaWQYASABKAkSJgoKYW1vdW50X3dlaRgCIAEoCzISLnN2Yy5jb21tb24udjEuV2VpEiYKA3R0bBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhISCgpyZXF1ZXN0X2lkGAQgASgJIoMBChRSZXNlcnZlU3BlbmRSZXNwb25zZRIwCghyZXNlcnZlZBgBIAEoCzIcLnN2Yy5rZXkudjEuU3BlbmRSZXNlcnZhdGlvbkgAEi4KB3JlZnVzZWQYAiABKAsyGy5zdmMua2V5LnYxLlNwZW5kQ2FwUmVmdXNhbEgAQgkKB291dGNvbWUiVQoSQ29tbWl0U3BlbmRSZXF1ZXN0EhYKDnJlc2VydmF0aW9uX2lkGAEgASgJEicKC2NoYXJnZWRfd2VpGAIgASgLMhIuc3ZjLmNvbW1vbi52MS5XZWkiRwoTQ29tbWl0U3BlbmRSZXNwb25zZRIwCgVzdGF0ZRgBIAEoDjIhLnN2Yy5rZXkudjEuU3BlbmRSZXNlcnZhdGlvblN0YXRlIi0KE1JlbGVhc2VTcGVuZFJlcXVlc3QSFgoOcmVzZXJ2YXRpb25faWQYASABKAkiSAoUUmVsZWFzZVNwZW5kUmVzcG9uc2USMAoFc3RhdGUYASABKA4yIS5zdmMua2V5LnYxLlNwZW5kUmVzZXJ2YXRpb25TdGF0ZSJgChVSZWNvcmRMaW1pdEhpdFJlcXVlc3QSDgoGa2V5X2lkGAEgASgJEiMKBGtpbmQYAiABKA4yFS5zdmMua2V5LnYxLkxpbWl0S2luZBISCgpyZXF1ZXN0X2lkGAMgASgJIhgKFlJlY29yZExpbWl0SGl0UmVzcG9uc2UiUwoWUmVjb3JkTGltaXRIaXRzUmVxdWVzdBIQCghiYXRjaF9pZBgBIAEoCRInCgRoaXRzGAIgAygLMhkuc3ZjLmtleS52MS5MaW1pdEhpdENvdW50IlMKDUxpbWl0SGl0Q291bnQSDgoGa2V5X2lkGAEgASgJEiMKBGtpbmQYAiABKA4yFS5zdmMua2V5LnYxLkxpbWl0S2luZBINCgVjb3VudBgDIAEoBCIZChdSZWNvcmRMaW1pdEhpdHNSZXNwb25zZTLRCQoKS2V5U2VydmljZRJaCg9DcmVhdGVDaGFsbGVuZ2USIi5zdmMua2V5LnYxLkNyZWF0ZUNoYWxsZW5nZVJlcXVlc3QaIy5zdmMua2V5LnYxLkNyZWF0ZUNoYWxsZW5nZVJlc3BvbnNlElEKDFZlcmlmeVNpZ25JbhIfLnN2Yy5rZXkudjEuVmVyaWZ5U2lnbkluUmVxdWVzdBogLnN2Yy5rZXkudjEuVmVyaWZ5U2lnbkluUmVzcG9uc2USYAoRQXV0aGVudGljYXRlVG9rZW4SJC5zdmMua2V5LnYxLkF1dGhlbnRpY2F0ZVRva2VuUmVxdWVzdBolLnN2Yy5rZXkudjEuQXV0aGVudGljYXRlVG9rZW5SZXNwb25zZRJCCgdHZXRKd2tzEhouc3ZjLmtleS52MS5HZXRKd2tzUmVxdWVzdBobLnN2Yy5rZXkudjEuR2V0Sndrc1Jlc3BvbnNlEkIKB01pbnRLZXkSGi5zdmMua2V5LnYxLk1pbnRLZXlSZXF1ZXN0Ghsuc3ZjLmtleS52MS5NaW50S2V5UmVzcG9uc2USRQoITGlzdEtleXMSGy5zdmMua2V5LnYxLkxpc3RLZXlzUmVxdWVzdBocLnN2Yy5rZXkudjEuTGlzdEtleXNSZXNwb25zZRJXCg5VcGRhdGVTcGVuZENhcBIhLnN2Yy5rZXkudjEuVXBkYXRlU3BlbmRDYXBSZXF1ZXN0GiIuc3ZjLmtleS52MS5VcGRhdGVTcGVuZENhcFJlc3BvbnNlEkgKCVJldm9rZUtleRIcLnN2Yy5rZXkudjEuUmV2b2tlS2V5UmVxdWVzdBodLnN2Yy5rZXkudjEuUmV2b2tlS2V5UmVzcG9uc2USSAoJRGVsZXRlS2V5Ehwuc3ZjLmtleS52MS5EZWxldGVLZXlSZXF1ZXN0Gh0uc3ZjLmtleS52MS5EZWxldGVLZXlSZXNwb25zZRJLCgpSZXNvbHZlS2V5Eh0uc3ZjLmtleS52MS5SZXNvbHZlS2V5UmVxdWVzdBoeLnN2Yy5rZXkudjEuUmVzb2x2ZUtleVJlc3BvbnNlElEKDFJlc2VydmVTcGVuZBIfLnN2Yy5rZXkudjEuUmVzZXJ2ZVNwZW5kUmVxdWVzdBogLnN2Yy5rZXkudjEuUmVzZXJ2ZVNwZW5kUmVzcG9uc2USTgoLQ29tbWl0U3BlbmQSHi5zdmMua2V5LnYxLkNvbW1pdFNwZW5kUmVxdWVzdBofLnN2Yy5rZXkudjEuQ29tbWl0U3BlbmRSZXNwb25zZRJRCgxSZWxlYXNlU3BlbmQSHy5zdmMua2V5LnYxLlJlbGVhc2VTcGVuZFJlcXVlc3QaIC5zdmMua2V5LnYxLlJlbGVhc2VTcGVuZFJlc3BvbnNlElcKDlJlY29yZExpbWl0SGl0EiEuc3ZjLmtleS52MS5SZWNvcmRMaW1pdEhpdFJlcXVlc3QaIi5zdmMua2V5LnYxLlJlY29yZExpbWl0SGl0UmVzcG9uc2USWgoPUmVjb3JkTGltaXRIaXRzEiIuc3ZjLmtleS52MS5SZWNvcmRMaW1pdEhpdHNSZXF1ZXN0GiMuc3ZjLmtleS52MS5SZWNvcmRMaW1pdEhpdHNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_empty, file_google_protobuf_timestamp, file_svc_common_v1_chain, file_svc_key_v1_api_key, file_svc_key_v1_spend_reservation]);
 
 /**
  * Asks for a sign-in challenge for a wallet.
@@ -674,7 +674,7 @@ export const CommitSpendRequestSchema: GenMessage<CommitSpendRequest> = /*@__PUR
  */
 export type CommitSpendResponse = Message<"svc.key.v1.CommitSpendResponse"> & {
   /**
-   * COMMITTED, or RELEASED when a release settled it first.
+   * COMMITTED (also when a release came first: the fee still counts as spent).
    *
    * @generated from field: svc.key.v1.SpendReservationState state = 1;
    */
@@ -779,6 +779,84 @@ export type RecordLimitHitResponse = Message<"svc.key.v1.RecordLimitHitResponse"
  */
 export const RecordLimitHitResponseSchema: GenMessage<RecordLimitHitResponse> = /*@__PURE__*/
   messageDesc(file_svc_key_v1_key_service, 27);
+
+/**
+ * Refusals counted by a reporter since its previous batch (the gateway's flush of its store tally).
+ *
+ * @generated from message svc.key.v1.RecordLimitHitsRequest
+ */
+export type RecordLimitHitsRequest = Message<"svc.key.v1.RecordLimitHitsRequest"> & {
+  /**
+   * Unique per batch (at most 128 characters) and kept by every redelivery of it.
+   *
+   * @generated from field: string batch_id = 1;
+   */
+  batchId: string;
+
+  /**
+   * The batch's refusals, one entry per key and limit; entries for unknown keys count nowhere.
+   *
+   * @generated from field: repeated svc.key.v1.LimitHitCount hits = 2;
+   */
+  hits: LimitHitCount[];
+};
+
+/**
+ * Describes the message svc.key.v1.RecordLimitHitsRequest.
+ * Use `create(RecordLimitHitsRequestSchema)` to create a new message.
+ */
+export const RecordLimitHitsRequestSchema: GenMessage<RecordLimitHitsRequest> = /*@__PURE__*/
+  messageDesc(file_svc_key_v1_key_service, 28);
+
+/**
+ * How often one limit refused one key's calls within a batch.
+ *
+ * @generated from message svc.key.v1.LimitHitCount
+ */
+export type LimitHitCount = Message<"svc.key.v1.LimitHitCount"> & {
+  /**
+   * The key whose calls were refused.
+   *
+   * @generated from field: string key_id = 1;
+   */
+  keyId: string;
+
+  /**
+   * The limit that refused them.
+   *
+   * @generated from field: svc.key.v1.LimitKind kind = 2;
+   */
+  kind: LimitKind;
+
+  /**
+   * How many calls it refused; at least 1.
+   *
+   * @generated from field: uint64 count = 3;
+   */
+  count: bigint;
+};
+
+/**
+ * Describes the message svc.key.v1.LimitHitCount.
+ * Use `create(LimitHitCountSchema)` to create a new message.
+ */
+export const LimitHitCountSchema: GenMessage<LimitHitCount> = /*@__PURE__*/
+  messageDesc(file_svc_key_v1_key_service, 29);
+
+/**
+ * The batch is counted (now, or when it was delivered before).
+ *
+ * @generated from message svc.key.v1.RecordLimitHitsResponse
+ */
+export type RecordLimitHitsResponse = Message<"svc.key.v1.RecordLimitHitsResponse"> & {
+};
+
+/**
+ * Describes the message svc.key.v1.RecordLimitHitsResponse.
+ * Use `create(RecordLimitHitsResponseSchema)` to create a new message.
+ */
+export const RecordLimitHitsResponseSchema: GenMessage<RecordLimitHitsResponse> = /*@__PURE__*/
+  messageDesc(file_svc_key_v1_key_service, 30);
 
 /**
  * Sign-in, key management and spend control. Failures are gRPC status errors whose `x-error-code` metadata
@@ -909,7 +987,8 @@ export const KeyService: GenService<{
     output: typeof ReserveSpendResponseSchema;
   },
   /**
-   * Counts a reservation as spent at the fee actually charged; idempotent, and a no-op once released.
+   * Counts a reservation as spent at the fee actually charged; idempotent (the first commit wins). Spend is
+   * a fact: a commit after a release still counts the fee (the hold is not given back twice).
    *
    * @generated from rpc svc.key.v1.KeyService.CommitSpend
    */
@@ -919,7 +998,8 @@ export const KeyService: GenService<{
     output: typeof CommitSpendResponseSchema;
   },
   /**
-   * Gives a reservation back; idempotent, and a no-op once committed.
+   * Gives a reservation back; idempotent, and a no-op once committed. Only for a call whose job
+   * authoritatively was not submitted: a client leaving is no reason.
    *
    * @generated from rpc svc.key.v1.KeyService.ReleaseSpend
    */
@@ -937,6 +1017,18 @@ export const KeyService: GenService<{
     methodKind: "unary";
     input: typeof RecordLimitHitRequestSchema;
     output: typeof RecordLimitHitResponseSchema;
+  },
+  /**
+   * Counts a batch of refusals, aggregated per key and limit, in the keys' `limitHits`, all at once; a
+   * batch id counts once however often the batch is delivered (a retry after a lost answer adds nothing).
+   * Errors: `invalid_request` for a missing or too long batch id, an unset kind or a zero count.
+   *
+   * @generated from rpc svc.key.v1.KeyService.RecordLimitHits
+   */
+  recordLimitHits: {
+    methodKind: "unary";
+    input: typeof RecordLimitHitsRequestSchema;
+    output: typeof RecordLimitHitsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_svc_key_v1_key_service, 0);
