@@ -19,7 +19,7 @@ export const allInOne: Target = {
   // Internal gRPC stays on loopback, on a free port: the gateway is the only thing users reach. Only here
   // may the settings that are unsafe to guess in a deployment default: the proxy trusted is loopback's,
   // sign-in is bound to PUBLIC_URL and the devnet's chain, and the secrets are kept under STATE_DIR.
-  defaults: { GRPC_HOST: '127.0.0.1', GRPC_PORT: '0', TRUST_PROXY: 'loopback' },
+  defaults: { GRPC_HOST: '127.0.0.1', GRPC_PORT: '0', TRUST_PROXY: 'loopback', METRICS_PORT: '0' },
   derive: (env, { stateDir }) => {
     const publicUrl = env.PUBLIC_URL ?? `http://localhost:${env.PORT ?? '8080'}`;
     return {

@@ -7,12 +7,15 @@ import { defineModule, type ServiceInstance } from '@svc/runtime';
 import { gatewayConfigShape } from './config.js';
 import { createHttpServer } from './http/http-server.js';
 import type { KeyServiceClient } from './key-service-client.js';
+import { GatewayMetrics } from './observability/gateway-metrics.js';
+import { MetricsServer } from './observability/metrics-server.js';
 import { buildGatewayApp, buildLimitHitReporter } from './service.js';
 import type { LimitHitReporter } from './v1/limit-hit-reporter.js';
 
-/** A running gateway; `url` is where it listens (PORT 0 picks a free port). */
+/** A running gateway; `url` is where it listens (PORT 0 picks a free port), `metricsUrl` its metrics. */
 export interface GatewayInstance extends ServiceInstance {
   readonly url: string;
+  readonly metricsUrl: string;
 }
 
 /** The gateway as the runner runs it: the public HTTP server over the key-service's gRPC API. */
@@ -25,10 +28,15 @@ export const gatewayModule = defineModule({
     let keyService: KeyServiceClient | undefined;
     let limitHits: LimitHitReporter | undefined;
     let server: Server | undefined;
+    let metricsServer: MetricsServer | undefined;
     let url = '';
+    let metricsUrl = '';
     return {
       get url() {
         return url;
+      },
+      get metricsUrl() {
+        return metricsUrl;
       },
       async start() {
         keyService = createClient(
@@ -37,11 +45,16 @@ export const gatewayModule = defineModule({
           serviceClientOptions({ defaultUnaryTimeoutMs: config.KEY_SERVICE_TIMEOUT }),
         );
         limitHits = buildLimitHitReporter({ config, keyService, store, logger });
+        const metrics = new GatewayMetrics();
+        metricsServer = new MetricsServer(metrics.registry);
+        const metricsPort = await metricsServer.listen(config.METRICS_PORT, config.METRICS_HOST);
+        metricsUrl = `http://${loopbackFor(config.METRICS_HOST)}:${metricsPort}/metrics`;
         const app = buildGatewayApp({
           config,
           keyService,
           store,
           logger,
+          metrics,
           limitHits,
           keyEvents: { bus, topic: keyEventsTopic },
         });
@@ -57,18 +70,26 @@ export const gatewayModule = defineModule({
         });
         limitHits.start();
         const { port } = listening.address() as AddressInfo;
-        url = `http://${config.HTTP_HOST === '0.0.0.0' ? '127.0.0.1' : config.HTTP_HOST}:${port}`;
-        logger.info({ url, publicUrl: config.PUBLIC_URL ?? url }, 'gateway listening');
+        url = `http://${loopbackFor(config.HTTP_HOST)}:${port}`;
+        logger.info({ url, publicUrl: config.PUBLIC_URL ?? url, metrics: metricsUrl }, 'gateway listening');
       },
       async stop() {
         if (server) await closeServer(server);
         // After the server: no refusal comes later. The last flush sends what this replica counted.
         await limitHits?.stop();
+        await metricsServer?.close();
         if (keyService) closeClient(keyService);
       },
     };
   },
 });
+
+/** The host a client on this machine dials for a server bound to `host` (the wildcard addresses included). */
+function loopbackFor(host: string): string {
+  if (host === '0.0.0.0' || host === '') return '127.0.0.1';
+  if (host === '::') return '[::1]';
+  return host.includes(':') ? `[${host}]` : host;
+}
 
 function closeServer(server: Server): Promise<void> {
   return new Promise((resolve) => {

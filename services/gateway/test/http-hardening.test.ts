@@ -334,3 +334,16 @@ describe('security headers', () => {
     expect(securityHeadersOf(response.headers)).toEqual(SECURITY_HEADERS);
   });
 });
+
+describe('metrics', () => {
+  it('are served on a listener of their own, not on the public port', async () => {
+    const scraped = await fetch(gateway.metricsUrl);
+    expect(scraped.status).toBe(200);
+    const text = await scraped.text();
+    expect(text).toContain('# TYPE gateway_spend_settlements_total counter');
+    expect(text).toContain('process_cpu_seconds_total');
+    expect(new URL(gateway.metricsUrl).port).not.toBe(new URL(gateway.baseUrl).port);
+    expect((await fetch(`${gateway.baseUrl}/metrics`)).status).toBe(404);
+    expect((await fetch(new URL('/other', gateway.metricsUrl))).status).toBe(404);
+  });
+});

@@ -5,6 +5,8 @@ import { silentLogger } from './key-service.js';
 
 export interface RunningGateway {
   readonly baseUrl: string;
+  /** The metrics listener's `/metrics` URL. */
+  readonly metricsUrl: string;
   close(): Promise<void>;
 }
 
@@ -25,6 +27,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
         KEY_SERVICE_ADDRESS: options.keyServiceAddress,
         HTTP_HOST: '127.0.0.1',
         PORT: '0',
+        METRICS_PORT: '0',
         TRUST_PROXY: 'loopback',
         ...options.env,
       },
@@ -35,6 +38,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const gateway = running.instances.get('gateway') as GatewayInstance;
   return {
     baseUrl: gateway.url,
+    metricsUrl: gateway.metricsUrl,
     async close() {
       await running.stop();
       await bus.close();
