@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { AppError, isAppError, type Logger } from '@svc/platform';
 import type { RequestHandler, Response } from 'express';
-import { ClientGoneError, untilAborted } from './abortable-events.js';
+import { ClientGoneError, drainFor, untilAborted } from './abortable-events.js';
 import { authenticatedKey } from './api-key-auth.js';
 import type { CallSlot, CallSlots } from './call-slots.js';
 import { parseChatCompletionBody, type ChatCompletionBody } from './chat-request.js';
@@ -21,8 +21,11 @@ export interface ChatCompletionsPorts {
   readonly logger: Logger;
 }
 
-/** How a call's spend reservation is settled: by the gateway (answered, not submitted) or by the job's lifecycle. */
-type CallEnding = 'answered' | 'not-submitted' | 'unsettled';
+/**
+ * How long the gateway keeps reading a call whose client left, to hear the backend say its job was not
+ * submitted (and give the fee back at once rather than after the reservation's TTL).
+ */
+const LEFT_CALL_WATCH_MS = 60_000;
 
 interface CompletionCall {
   readonly callId: string;
@@ -37,10 +40,11 @@ interface CompletionCall {
  * `POST /v1/chat/completions` after authentication and the rate limit: validation, then the call holds an
  * in-flight slot and a spend reservation while the backend runs the job. The slot is released in one
  * `finally` on every exit, the client leaving mid-stream included. The reservation is committed when the
- * job answered and released only when the backend said no job was submitted: once the call is handed to
- * the backend, the job may be on chain and paid from the wallet whatever the client does, so a client
- * leaving never gives the fee back (else dropping every connection early would spend without limit). Every
- * other ending is settled by the job's lifecycle events, the reservation's TTL being the last resort.
+ * job answered and released only when the backend said no job was submitted, also when it says so after
+ * the client left (for up to LEFT_CALL_WATCH_MS). Once the call is handed to the backend, the job may be on
+ * chain and paid from the wallet whatever the client does, so a client leaving never gives the fee back
+ * (else dropping every connection early would spend without limit). Every other ending is settled by the
+ * job's lifecycle events, the reservation's TTL being the last resort.
  */
 export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHandler {
   const { backend, slots, spend, limitHits, logger } = ports;
@@ -54,7 +58,13 @@ export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHand
       await reservation.release();
       throw new ClientGoneError();
     }
-    let ending = 'unsettled' as CallEnding;
+    let answered = false;
+    let notSubmitted = false;
+    // Also heard after the client left: the backend may only learn then that the job will not be sent.
+    const onNotSubmitted = () => {
+      notSubmitted = true;
+      void reservation.release();
+    };
     try {
       const events = untilAborted(
         watchForNotSubmitted(
@@ -75,11 +85,10 @@ export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHand
             },
             clientGone,
           ),
-          () => {
-            ending = 'not-submitted';
-          },
+          onNotSubmitted,
         ),
         clientGone,
+        drainFor(LEFT_CALL_WATCH_MS),
       );
       const identity = {
         id: `chatcmpl-${callId.replaceAll('-', '')}`,
@@ -87,17 +96,18 @@ export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHand
         model: body.model,
       };
       const onAnswered = async (chargedWei: bigint) => {
-        ending = 'answered';
+        answered = true;
         await reservation.commit(chargedWei);
       };
       if (body.stream) await relayAsEvents(events, new SseWriter(res, clientGone), identity, onAnswered);
       else await answerWithJson(events, res, identity, onAnswered);
     } finally {
-      if (ending === 'not-submitted') await reservation.release();
-      else if (ending === 'unsettled')
+      // The one settlement, awaited; release() after a release is that same release.
+      if (notSubmitted) await reservation.release();
+      else if (!answered)
         logger.info(
           { keyPrefix: key.prefix, callId, reservationId: reservation.reservationId },
-          "the call ended before its job's outcome: its lifecycle events settle the spend reservation",
+          "the call ended before its job's outcome: the backend's word or the job's lifecycle events settle the spend reservation",
         );
     }
   }

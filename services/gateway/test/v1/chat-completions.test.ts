@@ -342,6 +342,25 @@ describe('spend reservations', () => {
     },
   );
 
+  it('gives the fee back when the backend says, after the client left, that no job was submitted', async () => {
+    const capped = await mintKey(gateway.baseUrl, { spendCapWei: String(FEE_WEI) });
+    const leaving = new AbortController();
+    const abandoned = fetch(`${gateway.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${capped.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'cancellable', messages: hello }),
+      signal: leaving.signal,
+    });
+    await waitFor(() => backend.requests.find((request) => request.payment.keyId === capped.id), {
+      what: 'the call to reach the backend',
+    });
+    leaving.abort();
+    await expect(abandoned).rejects.toThrow();
+    await waitFor(async () => (await completionStatus(capped, 'echo:1b')) === 200 || undefined, {
+      what: 'the reservation of the call never submitted to be released',
+    });
+  });
+
   it('never gives the fee back when the client leaves after the call was handed to the backend', async () => {
     // The job is sent at once but `started` comes 300 ms later; the client leaves at 150 ms.
     const capped = await mintKey(gateway.baseUrl, { spendCapWei: String(FEE_WEI) });

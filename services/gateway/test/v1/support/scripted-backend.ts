@@ -27,6 +27,7 @@ export const JOB: JobDescription = {
  * - `fail-after` / `diverge` start, send one delta, then fail with `job_failed` / `stream_diverged`;
  * - `slow-start` sends its job at once but reports `started` only after 300 ms (a block on a real chain),
  *   then answers like `echo:1b`;
+ * - `cancellable` waits, and once the client left says no job was submitted (it had not been sent yet);
  * - `hold` starts, sends one delta, then waits until `releaseHeld()` or the client leaves.
  */
 export class ScriptedBackend implements CompletionBackend {
@@ -78,6 +79,12 @@ export class ScriptedBackend implements CompletionBackend {
         yield { kind: 'completed', text: 'held answer', job: JOB, chargedWei: CHARGED_WEI };
         return;
       }
+      case 'cancellable':
+        await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+        // The backend finds out a little after the client left, as a gRPC stream would.
+        await sleep(50);
+        yield { kind: 'failed', error: new AppError('job_failed'), jobSubmitted: false };
+        return;
       case 'slow-start':
         await sleep(300);
         yield started;
