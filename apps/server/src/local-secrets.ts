@@ -1,29 +1,68 @@
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { generateKeyServiceSecrets, type KeyServiceSecrets } from '@svc/key-service';
 
 const SECRETS_FILE = 'secrets.json';
 
 /**
- * The all-in-one key-service's secrets (token signing key, key pepper), generated on first start and kept
- * under STATE_DIR (owner-only), so sign-in tokens and API keys survive a restart; `--reset` replaces them.
- * A deployment never uses this: it must set its own (see docs/configuration.md).
+ * The all-in-one key-service's secrets as settings: the token signing key with its id, and the key pepper,
+ * generated on first start and kept under STATE_DIR (owner-only) so sign-in tokens and API keys survive a
+ * restart; `--reset` replaces them. What the environment sets wins: the signing key and its id only
+ * together. A deployment never uses this: it sets its own (see docs/configuration.md).
  */
-export function localSecrets(stateDir: string): KeyServiceSecrets {
+export function localSecretSettings(
+  env: Readonly<Record<string, string | undefined>>,
+  stateDir: string,
+): Record<string, string> {
+  const { SIGNIN_TOKEN_SIGNING_KEY, SIGNIN_TOKEN_SIGNING_KEY_ID, API_KEY_PEPPER } = localSecrets(stateDir);
+  return {
+    ...(env.SIGNIN_TOKEN_SIGNING_KEY === undefined
+      ? { SIGNIN_TOKEN_SIGNING_KEY, SIGNIN_TOKEN_SIGNING_KEY_ID }
+      : {}),
+    ...(env.API_KEY_PEPPER === undefined ? { API_KEY_PEPPER } : {}),
+  };
+}
+
+/** The kept secrets, created at once if there are none (atomically: a reader never sees half a file). */
+function localSecrets(stateDir: string): KeyServiceSecrets {
   const path = join(stateDir, SECRETS_FILE);
-  try {
-    return JSON.parse(readFileSync(path, 'utf8')) as KeyServiceSecrets;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-  }
+  const kept = readSecrets(path);
+  if (kept !== undefined) return kept;
   mkdirSync(stateDir, { recursive: true });
-  const secrets = generateKeyServiceSecrets();
+  const draft = `${path}.${process.pid}.tmp`;
+  writeFileSync(draft, `${JSON.stringify(generateKeyServiceSecrets(), null, 2)}\n`, { mode: 0o600 });
   try {
-    writeFileSync(path, `${JSON.stringify(secrets, null, 2)}\n`, { flag: 'wx', mode: 0o600 });
-    return secrets;
+    linkSync(draft, path);
   } catch (error) {
-    // Another process started at the same moment and wrote first: use its secrets.
+    // Another process started at the same moment and created it first: use its secrets.
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    return JSON.parse(readFileSync(path, 'utf8')) as KeyServiceSecrets;
+  } finally {
+    rmSync(draft, { force: true });
   }
+  return readSecrets(path) as KeyServiceSecrets;
+}
+
+function readSecrets(path: string): KeyServiceSecrets | undefined {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+  const refused = new Error(`${path} is not a secrets file this server wrote; remove it or run with --reset`);
+  let secrets: Partial<Record<keyof KeyServiceSecrets, unknown>>;
+  try {
+    secrets = JSON.parse(text) as typeof secrets;
+  } catch {
+    throw refused;
+  }
+  const fields: Array<keyof KeyServiceSecrets> = [
+    'SIGNIN_TOKEN_SIGNING_KEY',
+    'SIGNIN_TOKEN_SIGNING_KEY_ID',
+    'API_KEY_PEPPER',
+  ];
+  if (secrets === null || fields.some((field) => typeof secrets[field] !== 'string' || secrets[field] === ''))
+    throw refused;
+  return secrets as KeyServiceSecrets;
 }

@@ -3,7 +3,7 @@ import { gatewayModule } from '@svc/gateway';
 import { keyServiceModule } from '@svc/key-service';
 import type { Target, Unit } from '@svc/runtime';
 import { workerModule } from '@svc/worker';
-import { localSecrets } from './local-secrets.js';
+import { localSecretSettings } from './local-secrets.js';
 
 /** The password of the all-in-one workers' session-key vaults: devnet keys are public anyway. */
 const DEVNET_WORKER_PASSWORD = 'devnet';
@@ -26,7 +26,7 @@ export const allInOne: Target = {
       PUBLIC_URL: publicUrl,
       SIWE_DOMAIN: new URL(publicUrl).host,
       SIWE_URI: publicUrl,
-      ...localSecrets(stateDir),
+      ...localSecretSettings(env, stateDir),
     };
   },
   units: ({ chain }, runtime) => {

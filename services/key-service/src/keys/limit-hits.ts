@@ -83,7 +83,9 @@ export class LimitHits {
         INSERT INTO limit_hit_batches (batch_id) VALUES (${batchId}) ON CONFLICT DO NOTHING`;
       if (inserted === 0 || perKey.length === 0) return inserted === 1;
       const rows = JSON.stringify(perKey);
-      // Rows are locked in id order, so batches of other reporters touching the same keys cannot deadlock.
+      // Rows are locked in id order, so concurrent batches touching the same keys cannot deadlock each other.
+      // (The reservation sweeper locks keys in no set order: a deadlock with it aborts one side, and both
+      // retry, the batch on the next flush and the sweep on the next interval; nothing is lost.)
       await tx.$queryRaw`
         SELECT id FROM api_keys
         WHERE id IN (SELECT (entry->>'id')::uuid FROM jsonb_array_elements(${rows}::jsonb) AS entry)

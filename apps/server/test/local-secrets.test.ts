@@ -1,0 +1,44 @@
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
+import { localSecretSettings } from '../src/local-secrets.js';
+
+let stateDir: string;
+
+beforeEach(() => {
+  stateDir = mkdtempSync(join(tmpdir(), 'svc-secrets-'));
+});
+
+afterEach(() => {
+  rmSync(stateDir, { recursive: true, force: true });
+});
+
+describe('the all-in-one secrets', () => {
+  it('are generated once, owner-only, and the same on the next start', () => {
+    const first = localSecretSettings({}, stateDir);
+    expect(first.SIGNIN_TOKEN_SIGNING_KEY).toContain('-----BEGIN PRIVATE KEY-----');
+    expect(first.SIGNIN_TOKEN_SIGNING_KEY_ID).toMatch(/^local-/);
+    expect(first.API_KEY_PEPPER?.length).toBeGreaterThanOrEqual(32);
+    expect(statSync(join(stateDir, 'secrets.json')).mode & 0o777).toBe(0o600);
+    expect(localSecretSettings({}, stateDir)).toEqual(first);
+  });
+
+  it("yield to the environment's: the signing key only together with its id", () => {
+    const derived = localSecretSettings({ SIGNIN_TOKEN_SIGNING_KEY: 'operator key' }, stateDir);
+    expect(derived).toEqual({ API_KEY_PEPPER: expect.any(String) });
+    expect(localSecretSettings({ API_KEY_PEPPER: 'p'.repeat(32) }, stateDir)).toEqual({
+      SIGNIN_TOKEN_SIGNING_KEY: expect.any(String),
+      SIGNIN_TOKEN_SIGNING_KEY_ID: expect.any(String),
+    });
+  });
+
+  it('refuse a damaged file with what to do, rather than starting with other secrets', () => {
+    localSecretSettings({}, stateDir);
+    const path = join(stateDir, 'secrets.json');
+    writeFileSync(path, readFileSync(path, 'utf8').slice(0, 40));
+    expect(() => localSecretSettings({}, stateDir)).toThrow(/not a secrets file .* --reset/);
+    writeFileSync(path, '{"API_KEY_PEPPER": 1}');
+    expect(() => localSecretSettings({}, stateDir)).toThrow(/not a secrets file/);
+  });
+});
