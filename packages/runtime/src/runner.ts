@@ -77,7 +77,8 @@ type Closer = { name: string; close: () => Promise<void> };
 /**
  * Runs a target: opens the shared dependencies its modules need (each with its embedded default),
  * loads every module's configuration from one environment, builds each module, then starts them in
- * order. A failed start stops what did start and closes what was opened, then rethrows.
+ * order. A failed start stops every module that began starting (the failed one too) and closes what was
+ * opened, then rethrows.
  */
 export async function runTarget(target: Target, options: RunOptions = {}): Promise<RunningTarget> {
   const started = Date.now();
@@ -148,8 +149,9 @@ export async function runTarget(target: Target, options: RunOptions = {}): Promi
     const units = target.units?.(dependencies, runtime) ?? target.modules.map((module) => ({ module }));
     const built = buildUnits(units, env, dependencies, options.logger, runtime, stateDir);
     for (const { name, instance } of built) {
-      await instance.start();
+      // Registered before it starts: a start that fails half way is stopped too (stop is safe then).
       closers.push({ name, close: () => instance.stop() });
+      await instance.start();
     }
     dependencies.grpc?.announceServing();
     logger.info(

@@ -138,7 +138,7 @@ describe('runTarget', () => {
     ).rejects.toThrow(`CHAIN_ID is 5, but ${devnet.rpcUrl} serves chain ${devnet.chainId}`);
   });
 
-  it('stops what started, in reverse order, when a later module fails to start', async () => {
+  it('stops what started, and the module that failed to start, in reverse order', async () => {
     const failing: string[] = [];
     const first = probeModule('first', failing);
     const second = probeModule('second', failing, true);
@@ -163,6 +163,7 @@ describe('runTarget', () => {
       'first built (peer at none)',
       'second built (peer at none)',
       'first started',
+      'second stopped',
       'first stopped',
     ]);
     // The dependencies it opened were closed too: the memory store refuses work once closed.

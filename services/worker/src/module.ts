@@ -52,50 +52,46 @@ export const workerModule = defineModule({
       get healthUrl() {
         return healthUrl;
       },
+      // A failed start is undone by the runner, which calls stop (safe at any point of start).
       async start() {
-        try {
-          const wallet = await workerWallet(config, dataDir, logger);
-          provider = chainProvider(chain, config);
-          const running = await startWorker({
-            settings: workerSettings(config, dataDir),
-            provider,
-            wallet,
-            password: config.KEYSTORE_PASSWORD,
-            jobRegistryAddress: chain.contracts.jobRegistry,
-            workerRegistryAddress: chain.contracts.workerRegistry,
-            blobSource: openBlobSource(config, chain, provider),
-            model: buildModelBackend(config),
-            ...(config.ORCHESTRATOR_LINK
-              ? {
-                  link: {
-                    target: config.ORCHESTRATOR_LINK,
-                    backoff: { initialMs: config.LINK_BACKOFF_INITIAL, maxMs: config.LINK_BACKOFF_MAX },
-                    defaultHeartbeatMs: config.HEARTBEAT_INTERVAL,
-                    software: SOFTWARE,
-                  },
-                }
-              : {}),
-            logger,
-          });
-          worker = running;
-          health = new HealthServer({
-            host: config.HEALTH_HOST,
-            port: config.HEALTH_PORT,
-            metrics: running.metrics.registry,
-            notReadyBecause: () => {
-              const status = running.status();
-              if (status.draining) return 'draining';
-              if (running.link && !running.link.connected) return 'worker link down';
-              return undefined;
-            },
-          });
-          const port = await health.listen();
-          healthUrl = `http://${config.HEALTH_HOST === '0.0.0.0' ? '127.0.0.1' : config.HEALTH_HOST}:${port}`;
-          logger.info({ worker: running.address, health: healthUrl }, 'worker running');
-        } catch (error) {
-          await stop();
-          throw error;
-        }
+        const wallet = await workerWallet(config, dataDir, logger);
+        provider = chainProvider(chain, config);
+        const running = await startWorker({
+          settings: workerSettings(config, dataDir),
+          provider,
+          wallet,
+          password: config.KEYSTORE_PASSWORD,
+          jobRegistryAddress: chain.contracts.jobRegistry,
+          workerRegistryAddress: chain.contracts.workerRegistry,
+          blobSource: openBlobSource(config, chain, provider),
+          model: buildModelBackend(config),
+          ...(config.ORCHESTRATOR_LINK
+            ? {
+                link: {
+                  target: config.ORCHESTRATOR_LINK,
+                  backoff: { initialMs: config.LINK_BACKOFF_INITIAL, maxMs: config.LINK_BACKOFF_MAX },
+                  defaultHeartbeatMs: config.HEARTBEAT_INTERVAL,
+                  software: SOFTWARE,
+                },
+              }
+            : {}),
+          logger,
+        });
+        worker = running;
+        health = new HealthServer({
+          host: config.HEALTH_HOST,
+          port: config.HEALTH_PORT,
+          metrics: running.metrics.registry,
+          notReadyBecause: () => {
+            const status = running.status();
+            if (status.draining) return 'draining';
+            if (running.link && !running.link.connected) return 'worker link down';
+            return undefined;
+          },
+        });
+        const port = await health.listen();
+        healthUrl = `http://${config.HEALTH_HOST === '0.0.0.0' ? '127.0.0.1' : config.HEALTH_HOST}:${port}`;
+        logger.info({ worker: running.address, health: healthUrl }, 'worker running');
       },
       stop,
     };
