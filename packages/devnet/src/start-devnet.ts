@@ -62,6 +62,8 @@ export interface Devnet {
   descriptionPath: string | undefined;
   /** True when the chain was resumed from `stateDir` rather than deployed now. */
   resumed: boolean;
+  /** True when `stateDir` held a chain deployed with other contract code, discarded for a fresh one. */
+  discardedStaleChain: boolean;
   /** Stops anvil (which writes its state), waits for it to exit and removes the description file; safe to call twice. */
   stop(): Promise<void>;
 }
@@ -83,7 +85,9 @@ function contractsFingerprint(): string {
  */
 export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> {
   const walletCount = options.walletCount ?? DEFAULT_WALLET_COUNT;
-  const kept = options.stateDir ? keptDeployment(options.stateDir) : undefined;
+  const { kept, discardedStaleChain } = options.stateDir
+    ? keptDeployment(options.stateDir)
+    : { kept: undefined, discardedStaleChain: false };
   if (options.stateDir) mkdirSync(options.stateDir, { recursive: true });
   const anvil = await startAnvil({
     port: options.port ?? 0,
@@ -146,6 +150,7 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
       description,
       descriptionPath: options.descriptionPath,
       resumed: kept !== undefined && description.contracts.jobRegistry === kept.contracts.jobRegistry,
+      discardedStaleChain,
       stop,
     };
   } catch (error) {
@@ -161,16 +166,20 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
  * today's contract code. A chain deployed with other code (an older checkout) is discarded: resuming it
  * would run the services against contracts that no longer match them.
  */
-function keptDeployment(stateDir: string): DevnetDescription | undefined {
+function keptDeployment(stateDir: string): {
+  kept: DevnetDescription | undefined;
+  discardedStaleChain: boolean;
+} {
   const record = join(stateDir, DEPLOYMENT_FILE);
   const fingerprint = join(stateDir, CONTRACTS_FILE);
-  if (!existsSync(record) || !existsSync(join(stateDir, STATE_FILE))) return undefined;
+  if (!existsSync(record) || !existsSync(join(stateDir, STATE_FILE)))
+    return { kept: undefined, discardedStaleChain: false };
   if (!existsSync(fingerprint) || readFileSync(fingerprint, 'utf8').trim() !== contractsFingerprint()) {
     for (const file of [STATE_FILE, DEPLOYMENT_FILE, CONTRACTS_FILE])
       rmSync(join(stateDir, file), { force: true });
-    return undefined;
+    return { kept: undefined, discardedStaleChain: true };
   }
-  return readDevnetDescription(record);
+  return { kept: readDevnetDescription(record), discardedStaleChain: false };
 }
 
 /** A recorded description as the input that describes it again (parameters back to their types). */

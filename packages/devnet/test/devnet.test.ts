@@ -199,6 +199,7 @@ describe('startDevnet options and stop', () => {
       await first.stop();
       const resumed = await startDevnet({ stateDir });
       expect(resumed.resumed).toBe(true);
+      expect(resumed.discardedStaleChain).toBe(false);
       expect(resumed.description.contracts.jobRegistry).toBe(deployed);
       await resumed.stop();
 
@@ -206,6 +207,7 @@ describe('startDevnet options and stop', () => {
       writeFileSync(join(stateDir, 'contracts.sha256'), `${'0'.repeat(64)}\n`);
       const fresh = await startDevnet({ stateDir });
       expect(fresh.resumed).toBe(false);
+      expect(fresh.discardedStaleChain).toBe(true);
       expect(readFileSync(join(stateDir, 'contracts.sha256'), 'utf8')).not.toContain('0'.repeat(64));
       await fresh.stop();
     } finally {

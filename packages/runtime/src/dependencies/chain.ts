@@ -64,6 +64,11 @@ export async function openChain(
     stateDir: join(stateDir, 'chain'),
     ...(settings.CHAIN_ID !== undefined ? { chainId: settings.CHAIN_ID } : {}),
   });
+  if (devnet.discardedStaleChain)
+    logger.warn(
+      { stateDir },
+      'the kept devnet was deployed with other contract code, so a fresh chain was deployed; state that refers to the old chain (spend records, worker journals) is stale: `npm start -- --reset` starts everything afresh',
+    );
   logger.info(
     { devnet: loggableSummary(devnet.description, descriptionPath), resumed: devnet.resumed },
     devnet.resumed ? 'devnet resumed from its kept state' : 'devnet deployed',
