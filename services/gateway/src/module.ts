@@ -4,7 +4,7 @@ import { keyEventsTopic, serviceClientOptions } from '@svc/platform';
 import { closeClient, createClient } from '@svc/proto';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
 import { defineModule, type ServiceInstance } from '@svc/runtime';
-import { gatewayConfigShape } from './config.js';
+import { gatewayConfigShape, trustProxySetting } from './config.js';
 import { createHttpServer } from './http/http-server.js';
 import type { KeyServiceClient } from './key-service-client.js';
 import { GatewayMetrics } from './observability/gateway-metrics.js';
@@ -45,7 +45,7 @@ export const gatewayModule = defineModule({
           serviceClientOptions({ defaultUnaryTimeoutMs: config.KEY_SERVICE_TIMEOUT }),
         );
         limitHits = buildLimitHitReporter({ config, keyService, store, logger });
-        const metrics = new GatewayMetrics();
+        const metrics = new GatewayMetrics({ processMetrics: true });
         metricsServer = new MetricsServer(metrics.registry);
         const metricsPort = await metricsServer.listen(config.METRICS_PORT, config.METRICS_HOST);
         metricsUrl = `http://${loopbackFor(config.METRICS_HOST)}:${metricsPort}/metrics`;
@@ -72,6 +72,10 @@ export const gatewayModule = defineModule({
         const { port } = listening.address() as AddressInfo;
         url = `http://${loopbackFor(config.HTTP_HOST)}:${port}`;
         logger.info({ url, publicUrl: config.PUBLIC_URL ?? url, metrics: metricsUrl }, 'gateway listening');
+        if (trustProxySetting(config.TRUST_PROXY) === true)
+          logger.warn(
+            'TRUST_PROXY=true believes any X-Forwarded-For, so any client chooses the address its per-address limits count: name your proxies instead',
+          );
       },
       async stop() {
         if (server) await closeServer(server);

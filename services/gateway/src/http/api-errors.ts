@@ -53,7 +53,7 @@ function requestReadProblem(error: RequestReadError): { message: string; param: 
  * does not decode) as `invalid_request`, the routes' documented 400; undefined for other errors. The
  * caller sent something malformed: it is never a server failure.
  */
-export function bodyReadError(error: unknown): AppError | undefined {
+export function requestReadError(error: unknown): AppError | undefined {
   if (!isRequestReadError(error)) return undefined;
   const { message, param } = requestReadProblem(error);
   return new AppError('invalid_request', { message, fields: { param }, cause: error });
@@ -64,7 +64,7 @@ export function toApiError(error: unknown): AppError {
   let appError: AppError;
   if (isAppError(error)) appError = error;
   else if (isRpcError(error)) appError = appErrorFromRpc(error);
-  else appError = bodyReadError(error) ?? new AppError('internal', { cause: error });
+  else appError = requestReadError(error) ?? new AppError('internal', { cause: error });
   // A code that has no `/api` spelling (a `/v1` error, say) is a bug behind the route, not the caller's fault.
   if (appError.spec.apiCode === undefined || appError.httpStatus >= 500)
     return new AppError('internal', { cause: error });

@@ -9,8 +9,9 @@ export class GatewayMetrics {
   readonly registry = new Registry();
   readonly #settlements: Counter<'action' | 'outcome'>;
 
-  constructor() {
-    collectDefaultMetrics({ register: this.registry });
+  /** `processMetrics`: also Node's process metrics (CPU, memory, event loop), for the one served. */
+  constructor(options: { processMetrics?: boolean } = {}) {
+    if (options.processMetrics) collectDefaultMetrics({ register: this.registry });
     this.#settlements = new Counter({
       name: 'gateway_spend_settlements_total',
       help: 'Spend reservation settlements the gateway asked for, by action and the resulting state; a commit whose outcome is not `committed` needs looking into.',

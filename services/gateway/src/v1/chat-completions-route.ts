@@ -125,7 +125,7 @@ export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHand
       slot = await slots.acquire(key.keyId);
     } catch (error) {
       if (isAppError(error) && error.code === 'concurrency_limit_exceeded')
-        limitHits.report(key.keyId, 'concurrency', callId);
+        limitHits.report(key.keyId, 'concurrency');
       throw error;
     }
     const clientGone = new AbortController();

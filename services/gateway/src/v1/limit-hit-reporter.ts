@@ -85,14 +85,13 @@ export class LimitHitReporter {
   }
 
   /**
-   * Counts one refusal. The call id is not needed any more: the count goes into an aggregate, delivered
-   * under the aggregate's batch id. Refusals that arrive while a store write is under way are added up here
+   * Counts one refusal. It goes into an aggregate, delivered under the aggregate's batch id. Refusals that arrive while a store write is under way are added up here
    * and written together, so a flood costs one increment per key and limit per store round trip, and at
    * most `maxUnsent` keys × limits wait here (memory stays bounded, whatever the flood). Only when the
    * store cannot be written and that many are waiting is the refusal of yet another key left uncounted
    * (and logged).
    */
-  report(keyId: string, limit: KeyLimit, _callId?: string): void {
+  report(keyId: string, limit: KeyLimit): void {
     if (keyId === '') return;
     const field = limitHitField(TALLY_KINDS[limit], keyId);
     const waiting = this.#unsent.get(field);

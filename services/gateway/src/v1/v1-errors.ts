@@ -1,14 +1,14 @@
 import { AppError, appErrorFromRpc, errorHeaders, isAppError, v1ErrorBody, type Logger } from '@svc/platform';
 import { isRpcError } from '@svc/proto';
 import type { ErrorRequestHandler, RequestHandler } from 'express';
-import { bodyReadError } from '../http/api-errors.js';
+import { requestReadError } from '../http/api-errors.js';
 
 /** Any failure of a `/v1` call as the catalogue error it is answered with. */
 export function toV1Error(error: unknown): AppError {
   let appError: AppError;
   if (isAppError(error)) appError = error;
   else if (isRpcError(error)) appError = appErrorFromRpc(error);
-  else appError = bodyReadError(error) ?? new AppError('internal', { cause: error });
+  else appError = requestReadError(error) ?? new AppError('internal', { cause: error });
   if (appError.spec.v1Code !== undefined) return appError;
   // Before its first chunk a diverged stream is simply a failed job (the caller sends the call again).
   if (appError.code === 'stream_diverged')

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { AppError, type Logger, type Store } from '@svc/platform';
 import express, { Router, type RequestHandler } from 'express';
 import { rateLimited } from '../http/rate-limit.js';
@@ -75,7 +74,7 @@ export function v1Router(ports: V1RouterPorts): Router {
     windowMs: settings.keyRateWindowMs,
     subject: (_req, res) => authenticatedKey(res).keyId,
     refusal: 'Too many calls with this API key',
-    onRefused: (_req, res) => limitHits.report(authenticatedKey(res).keyId, 'rate', randomUUID()),
+    onRefused: (_req, res) => limitHits.report(authenticatedKey(res).keyId, 'rate'),
   });
 
   router.get('/models', authenticate, perKeyRate, listModelsHandler(backend));

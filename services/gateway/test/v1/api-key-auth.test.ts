@@ -192,13 +192,16 @@ describe('bad keys per client address', () => {
 
   it('counts IPv6 clients by their /64', async () => {
     const [a = 0, b = 0] = randomBytes(2);
-    const network = `2001:db8:${a}:${b}`;
+    const network = `2001:db8:${a.toString(16)}:${b.toString(16)}`;
     for (let i = 0; i < BAD_KEY_LIMIT; i += 1)
       expect((await listModelsError(sdk(unknownKey(), `${network}::${i + 1}`))).status).toBe(401);
     // Another address of the same /64 is the same client.
     expect((await listModelsError(sdk(unknownKey(), `${network}:ffff:1:2:3`))).status).toBe(429);
     // The neighbouring /64 is another.
-    expect((await listModelsError(sdk(unknownKey(), `2001:db8:${a}:${b + 256}::1`))).status).toBe(401);
+    expect(
+      (await listModelsError(sdk(unknownKey(), `2001:db8:${a.toString(16)}:${(b + 256).toString(16)}::1`)))
+        .status,
+    ).toBe(401);
   });
 
   it('counts bad keys from concurrent calls exactly', async () => {

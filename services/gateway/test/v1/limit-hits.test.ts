@@ -159,13 +159,13 @@ describe('limit-hit flushes', () => {
       throw new Error('connection reset');
     });
     const reporter = new LimitHitReporter(flaky, silentLogger, { tallies: isolated.open().tallies });
-    for (let i = 0; i < 40; i += 1) reporter.report(minted.id, 'rate', `call-${i}`);
+    for (let i = 0; i < 40; i += 1) reporter.report(minted.id, 'rate');
     await reporter.flush();
     expect(sent).toHaveLength(1);
     expect((await listedKey(replicaA.baseUrl, minted)).limitHits.rate).toBe(applied ? 40 : 0);
 
     // Refusals after the failed flush wait for the batch after the retried one.
-    for (let i = 0; i < 2; i += 1) reporter.report(minted.id, 'concurrency', `late-${i}`);
+    for (let i = 0; i < 2; i += 1) reporter.report(minted.id, 'concurrency');
     await reporter.stop();
     expect(sent).toHaveLength(3);
     expect(sent[1]).toBe(sent[0]);
@@ -198,8 +198,7 @@ describe('limit-hit flushes', () => {
     );
     for (let round = 0; round < 20; round += 1) {
       reporters.forEach((reporter, i) => {
-        for (let j = 0; j < 10; j += 1)
-          reporter.report(minted.id, i === 0 ? 'rate' : 'spendCap', `${round}-${j}`);
+        for (let j = 0; j < 10; j += 1) reporter.report(minted.id, i === 0 ? 'rate' : 'spendCap');
       });
       // Both replicas flush at once, every round.
       await Promise.all(reporters.map((reporter) => reporter.flush()));
@@ -251,7 +250,7 @@ describe('the reporter under a flood while the store is slow', () => {
     const client = createClient(KeyService, keyService.address, { defaultUnaryTimeoutMs: 10_000 });
     const reporter = new LimitHitReporter(client, silentLogger, { tallies: slowTallies });
     for (let i = 0; i < 10_000; i += 1) {
-      reporter.report(minted.id, 'rate', `call-${i}`);
+      reporter.report(minted.id, 'rate');
       if (i % 1_000 === 999) await new Promise((resolve) => setTimeout(resolve, 5));
     }
     await reporter.stop();
@@ -275,7 +274,7 @@ describe('the reporter under a flood while the store is slow', () => {
     };
     const client = createClient(KeyService, keyService.address, { defaultUnaryTimeoutMs: 10_000 });
     const reporter = new LimitHitReporter(client, logger, { tallies: down, maxUnsent: 100 });
-    for (let i = 0; i < 5_000; i += 1) reporter.report(`key-${i % 1_000}`, 'rate', `call-${i}`);
+    for (let i = 0; i < 5_000; i += 1) reporter.report(`key-${i % 1_000}`, 'rate');
     await reporter.stop();
     closeClient(client);
     const messages = lines.map((line) => JSON.parse(line) as { msg: string; unsentKeys?: number });

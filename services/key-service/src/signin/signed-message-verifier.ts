@@ -115,7 +115,7 @@ function checkSignatureKind(signature: string): void {
   const bytes = (signature.length - 2) / 2;
   if (!ECDSA_SIGNATURE_BYTES.has(bytes)) {
     throw refused(
-      `the signature is ${bytes} bytes, not a 65-byte ECDSA signature; ${CONTRACT_WALLETS_UNSUPPORTED}`,
+      `the signature is ${bytes} bytes, not an ECDSA signature (65 bytes, or 64 compact); ${CONTRACT_WALLETS_UNSUPPORTED}`,
     );
   }
 }
@@ -130,7 +130,7 @@ function checkSignature(message: string, signature: string, signer: WalletAddres
   if (recovered.toLowerCase() !== signer.lowercase) {
     // Another key's signature, or a contract wallet's (an owner's signature for the wallet's address).
     throw refused(
-      `the signature does not recover to the message's address with personal_sign recovery; ${CONTRACT_WALLETS_UNSUPPORTED}`,
+      `the signature does not recover to the message's address: sign with the account the message names (${CONTRACT_WALLETS_UNSUPPORTED})`,
     );
   }
 }
