@@ -1,0 +1,189 @@
+import { randomUUID } from 'node:crypto';
+import type { Logger, Store } from '@svc/platform';
+import type { CallContext } from '@svc/proto';
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import {
+  LinkRefusalReason,
+  type ConnectRequest,
+  type ConnectResponse,
+  type HintAck,
+  type JobSubmittedHintSchema,
+  type SessionOpenedHintSchema,
+} from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
+import { AnswerFrameIntake } from './answer-frame-intake.js';
+import type { JobAttempts } from './job-attempts.js';
+import { LinkConnection, type LinkContext } from './link-connection.js';
+import type { WorkerAdmission } from './worker-admission.js';
+import { WorkerPresence, type LiveWorker } from './worker-presence.js';
+
+type HintInit<S extends typeof SessionOpenedHintSchema | typeof JobSubmittedHintSchema> = Omit<
+  MessageInitShape<S>,
+  '$typeName'
+> & { readonly hintId: string };
+
+/** A hint for a worker; its `hintId` comes back in the worker's `HintAck`. */
+export type LinkHint =
+  | { readonly case: 'sessionOpened'; readonly value: HintInit<typeof SessionOpenedHintSchema> }
+  | { readonly case: 'jobSubmitted'; readonly value: HintInit<typeof JobSubmittedHintSchema> };
+
+/** The workers the rest of the orchestrator picks from and talks to. */
+export interface LinkedWorkers {
+  /** Workers heartbeating now on any replica, with their models and free capacity. */
+  live(): Promise<LiveWorker[]>;
+  /** Sends a hint to the worker when its link is live on this replica; false otherwise (another replica's). */
+  sendHint(worker: string, hint: LinkHint): boolean;
+  /** Tells the worker its final was stored; `committed` only once `JobCompleted` matched it. */
+  acknowledgeFinal(jobId: bigint, attempt: number, committed: boolean): Promise<boolean>;
+}
+
+export interface WorkerLinkServerOptions {
+  readonly chainId: bigint;
+  readonly jobRegistry: string;
+  /** Names this deployment in the challenge. */
+  readonly orchestrator: string;
+  readonly heartbeatIntervalMs: number;
+  readonly presenceTtlMs: number;
+  readonly challengeTtlMs: number;
+  readonly admission: WorkerAdmission;
+  readonly attempts: JobAttempts;
+  readonly store: Pick<Store, 'presence' | 'frames'>;
+  readonly logger: Logger;
+  /** Identifies this replica in presence (default: random per process). */
+  readonly replicaId?: string;
+  /** Called with each worker's reaction to a hint (the job keeper picks another worker on a decline). */
+  readonly onHintAck?: (worker: string, ack: HintAck) => void;
+}
+
+/**
+ * The orchestrator's end of `WorkerLink.Connect`: admits active registered workers by their signed
+ * challenge, keeps their presence in the store while they heartbeat, relays hints to the workers
+ * linked here and takes their answer frames into the per-job streams.
+ */
+export class WorkerLinkServer implements LinkedWorkers {
+  readonly replicaId: string;
+  readonly #options: WorkerLinkServerOptions;
+  readonly #presence: WorkerPresence;
+  readonly #context: LinkContext;
+  readonly #open = new Set<LinkConnection>();
+  /** The live link of each worker on this replica, by lowercase address. */
+  readonly #byWorker = new Map<string, LinkConnection>();
+  readonly #serving = new Set<Promise<void>>();
+  #stopping = false;
+
+  constructor(options: WorkerLinkServerOptions) {
+    if (options.presenceTtlMs <= options.heartbeatIntervalMs)
+      throw new RangeError('the presence TTL must exceed the heartbeat interval');
+    this.#options = options;
+    this.replicaId = options.replicaId ?? randomUUID();
+    this.#presence = new WorkerPresence(options.store.presence);
+    this.#context = this.#linkContext(new AnswerFrameIntake(options.attempts, options.store.frames));
+  }
+
+  /** The gRPC implementation of the WorkerLink service. */
+  readonly handlers = {
+    connect: (
+      requests: AsyncIterable<ConnectRequest>,
+      context: CallContext,
+    ): AsyncIterable<ConnectResponse> => this.#connect(requests, context),
+  };
+
+  live(): Promise<LiveWorker[]> {
+    return this.#presence.live();
+  }
+
+  /** Whether the worker's link is live on this replica. */
+  isLinkedHere(worker: string): boolean {
+    return this.#byWorker.get(worker.toLowerCase())?.isLive ?? false;
+  }
+
+  sendHint(worker: string, hint: LinkHint): boolean {
+    const link = this.#byWorker.get(worker.toLowerCase());
+    return link?.isLive === true && link.send({ frame: hint });
+  }
+
+  async acknowledgeFinal(jobId: bigint, attempt: number, committed: boolean): Promise<boolean> {
+    // The final came from the attempt's worker: whoever the chain names now, if it is the same attempt.
+    const current = await this.#options.attempts.currentAttempt(jobId);
+    if (!current || current.attempt !== attempt) return false;
+    const link = this.#byWorker.get(current.worker.toLowerCase());
+    if (!link?.isLive) return false;
+    return link.send({ frame: { case: 'finalAck', value: { jobId: jobId.toString(), attempt, committed } } });
+  }
+
+  /** Ends every link with `SHUTTING_DOWN` (workers redial another replica) and withdraws their presence. */
+  async stop(): Promise<void> {
+    this.#stopping = true;
+    for (const link of this.#open) link.refuse(LinkRefusalReason.SHUTTING_DOWN, 'this replica is stopping');
+    await Promise.all(this.#serving);
+  }
+
+  #connect(requests: AsyncIterable<ConnectRequest>, context: CallContext): AsyncIterable<ConnectResponse> {
+    const link = new LinkConnection(this.#context);
+    if (this.#stopping) {
+      link.refuse(LinkRefusalReason.SHUTTING_DOWN, 'this replica is stopping');
+      return link.responses;
+    }
+    this.#open.add(link);
+    context.signal.addEventListener(
+      'abort',
+      () => link.refuse(LinkRefusalReason.SHUTTING_DOWN, 'call ended'),
+      {
+        once: true,
+      },
+    );
+    const serving = link.serve(requests);
+    this.#serving.add(serving);
+    void serving.finally(() => this.#serving.delete(serving));
+    return link.responses;
+  }
+
+  #linkContext(intake: AnswerFrameIntake): LinkContext {
+    const { logger, presenceTtlMs } = this.#options;
+    return {
+      binding: {
+        orchestrator: this.#options.orchestrator,
+        chainId: this.#options.chainId,
+        jobRegistry: this.#options.jobRegistry,
+      },
+      heartbeatIntervalMs: this.#options.heartbeatIntervalMs,
+      presenceTtlMs,
+      challengeTtlMs: this.#options.challengeTtlMs,
+      admission: this.#options.admission,
+      intake,
+      logger,
+      welcomed: (link) => {
+        const key = link.worker.toLowerCase();
+        const previous = this.#byWorker.get(key);
+        this.#byWorker.set(key, link);
+        previous?.refuse(LinkRefusalReason.REPLACED, 'a newer link of this worker replaced this one');
+        logger.info({ worker: link.worker, linkId: link.id }, 'worker linked');
+      },
+      heartbeat: (link, offer) =>
+        this.#presence.announce(
+          {
+            address: link.worker,
+            linkId: link.id,
+            replicaId: this.replicaId,
+            models: offer.models,
+            freeJobSlots: offer.freeJobSlots,
+            freeSessionSlots: offer.freeSessionSlots,
+          },
+          presenceTtlMs,
+        ),
+      hintAcknowledged: (link, ack) => this.#options.onHintAck?.(link.worker, ack),
+      ended: async (link) => {
+        this.#open.delete(link);
+        if (!link.worker) return;
+        const key = link.worker.toLowerCase();
+        if (this.#byWorker.get(key) === link) this.#byWorker.delete(key);
+        try {
+          await this.#presence.withdraw(link.worker, link.id);
+        } catch (error) {
+          // The TTL withdraws it anyway.
+          logger.warn({ err: error, worker: link.worker }, 'worker presence not withdrawn');
+        }
+        logger.info({ worker: link.worker, linkId: link.id }, 'worker link ended');
+      },
+    };
+  }
+}

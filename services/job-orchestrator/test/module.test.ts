@@ -1,0 +1,83 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { Wallet } from 'ethers';
+import { createLogger, MemoryStore } from '@svc/platform';
+import { LinkRefusalReason } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
+import { runTarget, type RunningTarget } from '@svc/runtime';
+import { useDevnet, waitUntil } from '@svc/testkit';
+import { jobOrchestratorModule, type JobOrchestratorInstance } from '../src/module.js';
+import { ChainSide } from './support/chain-side.js';
+import { DEPLOYED_MODELS, MODEL } from './support/models.js';
+import { RawLink } from './support/raw-link.js';
+import { fundedWallet } from './support/reference-worker.js';
+
+const devnet = useDevnet({ models: DEPLOYED_MODELS });
+let store: MemoryStore;
+let running: RunningTarget;
+let registered: Wallet;
+
+beforeAll(async () => {
+  const net = devnet();
+  registered = await fundedWallet(net);
+  await new ChainSide(net, net.wallet(4)).registerWorker(registered);
+  store = new MemoryStore();
+  running = await runTarget(
+    { name: 'job-orchestrator', modules: [jobOrchestratorModule] },
+    {
+      env: { GRPC_PORT: '0', LINK_HEARTBEAT_INTERVAL: '100ms', LINK_PRESENCE_TTL: '500ms' },
+      provided: {
+        store,
+        chain: {
+          rpcUrl: net.anvil.rpcUrl,
+          chainId: net.anvil.chainId,
+          blockTimeSeconds: null,
+          contracts: {
+            jobRegistry: net.deployment.jobRegistryAddress,
+            workerRegistry: net.deployment.workerRegistryAddress,
+            deploymentBlock: net.deployment.deploymentBlock,
+          },
+          devnet: null,
+        },
+      },
+      logger: createLogger({ service: 'orchestrator-test', level: 'silent' }),
+    },
+  );
+}, 60_000);
+
+afterAll(async () => {
+  await running?.stop();
+  await store?.close();
+});
+
+describe('jobOrchestratorModule', () => {
+  it('serves WorkerLink on the process gRPC server, with its configured heartbeat, until it stops', async () => {
+    const link = new RawLink(running.grpcAddress!);
+    try {
+      const welcome = await link.handshake(registered.address, registered);
+      expect(welcome).toMatchObject({
+        case: 'welcome',
+        value: {
+          chainId: BigInt(devnet().anvil.chainId),
+          heartbeatInterval: { seconds: 0n, nanos: 100_000_000 },
+        },
+      });
+      link.send({ case: 'heartbeat', value: { models: [MODEL.name], freeJobSlots: 1, freeSessionSlots: 1 } });
+      const instance = running.instances.get('job-orchestrator') as JobOrchestratorInstance;
+      await waitUntil(
+        () => instance.linkServer!.live(),
+        (live) => live.length === 1,
+        {
+          what: 'the worker in presence',
+          timeoutMs: 5_000,
+        },
+      );
+      await running.stop();
+      expect(await link.next()).toMatchObject({
+        case: 'refusal',
+        value: { reason: LinkRefusalReason.SHUTTING_DOWN },
+      });
+      expect(await store.presence.list('worker-link:workers')).toEqual([]);
+    } finally {
+      link.close();
+    }
+  });
+});
