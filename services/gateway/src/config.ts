@@ -15,6 +15,10 @@ export const gatewayConfigShape = {
     doc: 'Longest a client may take to send a whole request, body included, before it is answered 408 and disconnected. It bounds receiving the request only: a response (a long completion stream) is never cut by it.',
     default: '60s',
   }),
+  HTTP_SHUTDOWN_GRACE: env.durationMs({
+    doc: "How long a stopping gateway lets the requests in flight finish (a completion stream included) before it closes their connections. Keep it under the pod's termination grace period.",
+    default: '10s',
+  }),
   HTTP_KEEP_ALIVE_TIMEOUT: env.durationMs({
     doc: "How long an idle keep-alive connection stays open between requests. Behind a proxy, keep it above the proxy's idle timeout (60 s for nginx and AWS ALB), so the proxy never reuses a connection the gateway is closing.",
     default: '65s',
@@ -39,6 +43,13 @@ export const gatewayConfigShape = {
   KEY_SERVICE_ADDRESS: env.string({
     doc: 'host:port of the key-service gRPC server.',
     default: '127.0.0.1:50051',
+  }),
+  ORCHESTRATOR_ADDRESS: env.optionalString({
+    doc: 'host:port of the job-orchestrator gRPC server. Unset (and no orchestrator in this process): completions answer 503 `not_configured` and no model is listed.',
+  }),
+  ORCHESTRATOR_TIMEOUT: env.durationMs({
+    doc: 'Deadline of one model listing or fee quote from the job-orchestrator (a completion stream has none: it is cancelled when its client leaves).',
+    default: '10s',
   }),
   KEY_SERVICE_TIMEOUT: env.durationMs({ doc: 'Deadline of one call to the key-service.', default: '10s' }),
 

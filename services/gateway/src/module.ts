@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { keyEventsTopic, serviceClientOptions } from '@svc/platform';
 import { closeClient, createClient } from '@svc/proto';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
+import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import { defineModule, type ServiceInstance } from '@svc/runtime';
 import { gatewayConfigShape, trustProxySetting } from './config.js';
 import { createHttpServer } from './http/http-server.js';
@@ -10,6 +11,7 @@ import type { KeyServiceClient } from './key-service-client.js';
 import { GatewayMetrics } from './observability/gateway-metrics.js';
 import { MetricsServer } from './observability/metrics-server.js';
 import { buildGatewayApp, buildLimitHitReporter } from './service.js';
+import { OrchestratorBackend, type JobOrchestratorClient } from './v1/orchestrator-backend.js';
 import type { LimitHitReporter } from './v1/limit-hit-reporter.js';
 
 /** A running gateway; `url` is where it listens (PORT 0 picks a free port), `metricsUrl` its metrics. */
@@ -23,9 +25,10 @@ export const gatewayModule = defineModule({
   name: 'gateway',
   configShape: gatewayConfigShape,
   needs: ['store', 'bus'],
-  peers: { KEY_SERVICE_ADDRESS: 'key-service' },
+  peers: { KEY_SERVICE_ADDRESS: 'key-service', ORCHESTRATOR_ADDRESS: 'job-orchestrator' },
   build(config, { store, bus, logger }): GatewayInstance {
     let keyService: KeyServiceClient | undefined;
+    let orchestrator: JobOrchestratorClient | undefined;
     let limitHits: LimitHitReporter | undefined;
     let server: Server | undefined;
     let metricsServer: MetricsServer | undefined;
@@ -44,6 +47,12 @@ export const gatewayModule = defineModule({
           config.KEY_SERVICE_ADDRESS,
           serviceClientOptions({ defaultUnaryTimeoutMs: config.KEY_SERVICE_TIMEOUT }),
         );
+        if (config.ORCHESTRATOR_ADDRESS)
+          orchestrator = createClient(
+            JobOrchestrator,
+            config.ORCHESTRATOR_ADDRESS,
+            serviceClientOptions({ defaultUnaryTimeoutMs: config.ORCHESTRATOR_TIMEOUT }),
+          );
         limitHits = buildLimitHitReporter({ config, keyService, store, logger });
         const metrics = new GatewayMetrics({ processMetrics: true });
         metricsServer = new MetricsServer(metrics.registry);
@@ -56,6 +65,7 @@ export const gatewayModule = defineModule({
           logger,
           metrics,
           limitHits,
+          ...(orchestrator ? { completions: new OrchestratorBackend(orchestrator, logger) } : {}),
           keyEvents: { bus, topic: keyEventsTopic },
         });
         const listening = createHttpServer(app, {
@@ -78,11 +88,12 @@ export const gatewayModule = defineModule({
           );
       },
       async stop() {
-        if (server) await closeServer(server);
+        if (server) await closeServer(server, config.HTTP_SHUTDOWN_GRACE);
         // After the server: no refusal comes later. The last flush sends what this replica counted.
         await limitHits?.stop();
         await metricsServer?.close();
         if (keyService) closeClient(keyService);
+        if (orchestrator) closeClient(orchestrator);
       },
     };
   },
@@ -95,9 +106,14 @@ function loopbackFor(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
-function closeServer(server: Server): Promise<void> {
+/** Stops taking connections, lets requests in flight finish for up to `graceMs`, then closes the rest. */
+function closeServer(server: Server, graceMs: number): Promise<void> {
   return new Promise((resolve) => {
-    server.close(() => resolve());
+    const cutOff = setTimeout(() => server.closeAllConnections(), graceMs);
+    server.close(() => {
+      clearTimeout(cutOff);
+      resolve();
+    });
     server.closeIdleConnections();
   });
 }

@@ -136,6 +136,9 @@ export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHand
     try {
       await run(backend, { callId, key, body, res, clientGone: clientGone.signal });
     } catch (error) {
+      // The orchestrator refused to open another session: counted in the key's `limitHits.sessionOpens`.
+      if (isAppError(error) && error.code === 'session_open_limit_exceeded')
+        limitHits.report(key.keyId, 'sessionOpens');
       if (!(error instanceof ClientGoneError) && !clientGone.signal.aborted) throw error;
       logger.info({ keyPrefix: key.prefix, callId }, 'client left before its completion ended');
     } finally {

@@ -9,12 +9,13 @@ import {
   type LimitHitKind,
 } from './limit-hit-batches.js';
 
-export type KeyLimit = 'rate' | 'concurrency' | 'spendCap';
+export type KeyLimit = 'rate' | 'concurrency' | 'spendCap' | 'sessionOpens';
 
 const TALLY_KINDS: Record<KeyLimit, LimitHitKind> = {
   rate: 'rate',
   concurrency: 'concurrency',
   spendCap: 'spend_cap',
+  sessionOpens: 'session_opens',
 };
 
 export interface LimitHitReporterOptions {

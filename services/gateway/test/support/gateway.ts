@@ -28,6 +28,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
         HTTP_HOST: '127.0.0.1',
         PORT: '0',
         METRICS_PORT: '0',
+        HTTP_SHUTDOWN_GRACE: '500ms',
         TRUST_PROXY: 'loopback',
         ...options.env,
       },
