@@ -6,7 +6,14 @@ export {
   type ServiceModule,
   type SharedDependencies,
 } from './module.js';
-export { runTarget, type RunningTarget, type RunOptions, type Target, type Unit } from './runner.js';
+export {
+  loopbackFor,
+  runTarget,
+  type RunningTarget,
+  type RunOptions,
+  type Target,
+  type Unit,
+} from './runner.js';
 export { parseCommandLine, runMain, type CommandLine } from './main.js';
 export { DEFAULT_STATE_DIR, runtimeConfigShape, type RuntimeConfig } from './config.js';
 export type { ChainConnection } from './dependencies/chain.js';

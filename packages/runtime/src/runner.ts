@@ -230,9 +230,14 @@ function withoutEmpty(env: NodeJS.ProcessEnv): Record<string, string> {
   );
 }
 
-/** The address a client in this process dials to reach a server bound to `host`. */
-function loopbackFor(host: string): string {
-  return host === '0.0.0.0' || host === '::' || host === '' ? '127.0.0.1' : host;
+/**
+ * The host a client on this machine dials for a server bound to `host`: loopback for the wildcard
+ * addresses, an IPv6 literal in brackets (ready for `host:port` and URLs).
+ */
+export function loopbackFor(host: string): string {
+  if (host === '0.0.0.0' || host === '') return '127.0.0.1';
+  if (host === '::') return '[::1]';
+  return host.includes(':') ? `[${host}]` : host;
 }
 
 function once(action: () => Promise<void>): () => Promise<void> {

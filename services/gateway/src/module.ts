@@ -4,7 +4,7 @@ import { keyEventsTopic, serviceClientOptions } from '@svc/platform';
 import { closeClient, createClient } from '@svc/proto';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
 import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
-import { defineModule, type ServiceInstance } from '@svc/runtime';
+import { defineModule, loopbackFor, type ServiceInstance } from '@svc/runtime';
 import { gatewayConfigShape, trustProxySetting } from './config.js';
 import { createHttpServer } from './http/http-server.js';
 import type { KeyServiceClient } from './key-service-client.js';
@@ -98,13 +98,6 @@ export const gatewayModule = defineModule({
     };
   },
 });
-
-/** The host a client on this machine dials for a server bound to `host` (the wildcard addresses included). */
-function loopbackFor(host: string): string {
-  if (host === '0.0.0.0' || host === '') return '127.0.0.1';
-  if (host === '::') return '[::1]';
-  return host.includes(':') ? `[${host}]` : host;
-}
 
 /** Stops taking connections, lets requests in flight finish for up to `graceMs`, then closes the rest. */
 function closeServer(server: Server, graceMs: number): Promise<void> {

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { JsonRpcProvider, Network, Wallet } from 'ethers';
 import { AnvilBlobSource, BeaconBlobSource, type BlobSource } from '@svc/chain';
-import { defineModule, type ChainConnection, type ServiceInstance } from '@svc/runtime';
+import { defineModule, loopbackFor, type ChainConnection, type ServiceInstance } from '@svc/runtime';
 import type { WorkerConfig } from './config.js';
 import { workerConfigShape } from './config.js';
 import { HealthServer } from './health/health-server.js';
@@ -90,7 +90,7 @@ export const workerModule = defineModule({
           },
         });
         const port = await health.listen();
-        healthUrl = `http://${config.HEALTH_HOST === '0.0.0.0' ? '127.0.0.1' : config.HEALTH_HOST}:${port}`;
+        healthUrl = `http://${loopbackFor(config.HEALTH_HOST)}:${port}`;
         logger.info({ worker: running.address, health: healthUrl }, 'worker running');
       },
       stop,
