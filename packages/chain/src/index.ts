@@ -123,6 +123,14 @@ export {
   type SentTransactionRecord,
 } from './tx/sent-transaction-journal.js';
 export {
+  DEFAULT_SENT_TRANSACTION_RETENTION_MS,
+  SENT_TRANSACTION_RECORD_VERSION,
+  StoreSentTransactionJournal,
+  decodeSentTransactionRecord,
+  encodeSentTransactionRecord,
+  type StoreSentTransactionJournalOptions,
+} from './tx/store-sent-transaction-journal.js';
+export {
   TransactionSender,
   type MinedTransaction,
   type TransactionIntent,
