@@ -1,13 +1,25 @@
 import type { AnvilAccount } from '@svc/anvil';
 
 /** What a demo account is for; every local run uses the same accounts for the same roles. */
-export type DemoAccountRole = 'owner' | 'service-signer' | 'worker' | 'wallet';
+export type DemoAccountRole = 'owner' | 'service-signer' | 'worker' | 'wallet' | 'operator';
+
+/** Every role, in the order the description schema lists them. */
+export const DEMO_ACCOUNT_ROLES = [
+  'owner',
+  'service-signer',
+  'worker',
+  'wallet',
+  'operator',
+] as const satisfies readonly DemoAccountRole[];
 
 export interface DemoAccount extends AnvilAccount {
   role: DemoAccountRole;
   /** One line for people reading the description or the summary. */
   purpose: string;
 }
+
+/** What user wallet 1 deposits on a fresh devnet, all of it as the service signer's allowance. */
+export const DEMO_WALLET_DEPOSIT_WEI = 10n ** 18n;
 
 const FIXED_ROLES: ReadonlyArray<{ role: DemoAccountRole; purpose: string }> = [
   { role: 'owner', purpose: 'deployed and owns both contracts; sets models, fees and parameters' },
@@ -19,27 +31,51 @@ const FIXED_ROLES: ReadonlyArray<{ role: DemoAccountRole; purpose: string }> = [
   { role: 'worker', purpose: 'reference worker 2: registers, claims sessions, answers jobs' },
 ];
 
+/**
+ * The service signer's operators (docs/protocol.md, "Principals and operators"): a node takes at most
+ * 16 pending blob transactions per account and no account with blob and plain ones pending together,
+ * so the service sends from several accounts that all act for its signer.
+ */
+const OPERATOR_PURPOSES: readonly string[] = [
+  "service operator 1: sends the service's blob transactions (job submissions)",
+  "service operator 2: sends the service's blob transactions (job submissions)",
+  "service operator 3: sends the service's plain transactions (sessions, refunds, releases)",
+];
+
+function walletPurpose(number: number): string {
+  return number === 1
+    ? 'user wallet 1: signs in, mints API keys; deposited 1 ETH and authorized the service signer, so its API-key calls are paid at once'
+    : `user wallet ${number}: signs in, mints API keys; funded with ETH, no deposit and no delegate: its API-key calls get 402 until it sends the \`accepts\` transaction`;
+}
+
 /** Accounts the devnet hands out by role, plus one it keeps to itself for the KZG warm-up. */
 export function demoAccountCount(walletCount: number): number {
-  return FIXED_ROLES.length + walletCount + 1;
+  return FIXED_ROLES.length + walletCount + OPERATOR_PURPOSES.length + 1;
 }
 
 /**
  * Gives anvil's dev accounts (derived from its well-known mnemonic, so the same on every run) their
- * roles in index order: owner, service signer, two workers, then the user wallets.
+ * roles in index order: owner, service signer, two workers, the user wallets, then the service signer's
+ * operators (after the wallets, so the accounts that came before operators existed kept their index).
  */
 export function assignDemoAccounts(accounts: readonly AnvilAccount[], walletCount: number): DemoAccount[] {
-  const needed = FIXED_ROLES.length + walletCount;
+  const needed = demoAccountCount(walletCount) - 1;
   if (accounts.length < needed) {
     throw new Error(`the devnet needs ${needed} dev accounts, anvil has ${accounts.length}`);
   }
   const fixed = FIXED_ROLES.map((role, index) => ({ ...(accounts[index] as AnvilAccount), ...role }));
-  const wallets = accounts.slice(FIXED_ROLES.length, needed).map((account, index) => ({
+  const walletsEnd = FIXED_ROLES.length + walletCount;
+  const wallets = accounts.slice(FIXED_ROLES.length, walletsEnd).map((account, index) => ({
     ...account,
     role: 'wallet' as const,
-    purpose: `user wallet ${index + 1}: signs in, mints API keys, deposits and authorizes the service signer`,
+    purpose: walletPurpose(index + 1),
   }));
-  return [...fixed, ...wallets];
+  const operators = accounts.slice(walletsEnd, needed).map((account, index) => ({
+    ...account,
+    role: 'operator' as const,
+    purpose: OPERATOR_PURPOSES[index] as string,
+  }));
+  return [...fixed, ...wallets, ...operators];
 }
 
 /** The first account with `role`; the devnet always has one owner, service signer and worker. */
@@ -50,4 +86,9 @@ export function accountWithRole<A extends { role: DemoAccountRole }>(
   const account = accounts.find((candidate) => candidate.role === role);
   if (!account) throw new Error(`the devnet has no ${role} account`);
   return account;
+}
+
+/** The service signer's operator accounts, in order: the two blob senders, then the plain sender. */
+export function operatorAccounts<A extends { role: DemoAccountRole }>(accounts: readonly A[]): A[] {
+  return accounts.filter((account) => account.role === 'operator');
 }

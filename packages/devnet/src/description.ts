@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import type { ConfiguredModel, ProtocolParameters, StakingParameters } from '@svc/contracts';
 import { getAddress, isAddress } from 'ethers';
 import { z } from 'zod';
-import type { DemoAccount } from './demo-accounts.js';
+import { DEMO_ACCOUNT_ROLES, type DemoAccount } from './demo-accounts.js';
 
 /** Bumped when a field changes meaning or disappears, so an old reader refuses a new file. */
 export const DEVNET_DESCRIPTION_VERSION = 1;
@@ -49,7 +49,7 @@ const descriptionSchema = z.object({
   accounts: z
     .array(
       z.object({
-        role: z.enum(['owner', 'service-signer', 'worker', 'wallet']),
+        role: z.enum(DEMO_ACCOUNT_ROLES),
         address,
         privateKey: bytes32,
         purpose: z.string(),

@@ -1,6 +1,10 @@
 export {
+  DEMO_ACCOUNT_ROLES,
+  DEMO_WALLET_DEPOSIT_WEI,
   accountWithRole,
   assignDemoAccounts,
+  demoAccountCount,
+  operatorAccounts,
   type DemoAccount,
   type DemoAccountRole,
 } from './demo-accounts.js';
@@ -19,6 +23,7 @@ export { humanSummary, loggableSummary } from './summary.js';
 export {
   DEFAULT_DEVNET_CHAIN_ID,
   DEMO_MODELS,
+  DEVNET_SETUP_VERSION,
   startDevnet,
   type Devnet,
   type DevnetOptions,

@@ -1,6 +1,8 @@
 import {
+  connectJobRegistry,
   deployContracts,
   jobRegistryBytecode,
+  withDecodedRevert,
   workerRegistryBytecode,
   type ModelFee,
   type ProtocolParameters,
@@ -10,8 +12,15 @@ import { createDevProvider, sendWithBlobs, startAnvil, DevWallet, type AnvilAcco
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { JsonRpcProvider } from 'ethers';
-import { accountWithRole, assignDemoAccounts, demoAccountCount } from './demo-accounts.js';
+import type { ContractTransactionResponse, JsonRpcProvider } from 'ethers';
+import {
+  DEMO_WALLET_DEPOSIT_WEI,
+  accountWithRole,
+  assignDemoAccounts,
+  demoAccountCount,
+  operatorAccounts,
+  type DemoAccount,
+} from './demo-accounts.js';
 import {
   describeDevnet,
   readDevnetDescription,
@@ -30,8 +39,15 @@ export const DEMO_MODELS: readonly ModelFee[] = [
 ];
 
 export const DEFAULT_DEVNET_CHAIN_ID = 31337;
+
+/**
+ * Bumped whenever what a fresh devnet sets up on its chain changes (accounts, operators, deposits), so
+ * a chain kept by older setup code is discarded rather than resumed without it. 2: the service signer's
+ * operators and user wallet 1's deposit.
+ */
+export const DEVNET_SETUP_VERSION = 2;
 const DEFAULT_WALLET_COUNT = 3;
-/** anvil's own default; more only when more wallets are asked for. */
+/** anvil's own default: the least it is started with, more when the role accounts need them. */
 const ANVIL_DEFAULT_ACCOUNTS = 10;
 
 export interface DevnetOptions {
@@ -62,7 +78,10 @@ export interface Devnet {
   descriptionPath: string | undefined;
   /** True when the chain was resumed from `stateDir` rather than deployed now. */
   resumed: boolean;
-  /** True when `stateDir` held a chain deployed with other contract code, discarded for a fresh one. */
+  /**
+   * True when `stateDir` held a chain deployed with other contract code or set up by other devnet code
+   * (`DEVNET_SETUP_VERSION`), discarded for a fresh one.
+   */
   discardedStaleChain: boolean;
   /** Stops anvil (which writes its state), waits for it to exit and removes the description file; safe to call twice. */
   stop(): Promise<void>;
@@ -70,18 +89,26 @@ export interface Devnet {
 
 const STATE_FILE = 'anvil-state.json';
 const DEPLOYMENT_FILE = 'deployment.json';
-/** The fingerprint of the contract code the kept chain was deployed with. */
+/** The fingerprint of the contract code and the setup version the kept chain was made with. */
 const CONTRACTS_FILE = 'contracts.sha256';
 
-/** Changes whenever either contract's code does: a kept chain with other code is not resumed. */
-function contractsFingerprint(): string {
-  return createHash('sha256').update(jobRegistryBytecode).update(workerRegistryBytecode).digest('hex');
+/**
+ * Changes whenever either contract's code or the devnet's setup version does: a kept chain made with
+ * other code is not resumed.
+ */
+function chainFingerprint(): string {
+  return createHash('sha256')
+    .update(`devnet setup ${DEVNET_SETUP_VERSION}\n`)
+    .update(jobRegistryBytecode)
+    .update(workerRegistryBytecode)
+    .digest('hex');
 }
 
 /**
  * A local chain ready for the service: anvil with both contracts deployed and configured, funded demo
- * accounts with roles, and anvil's KZG setup warmed so the first real blob transaction is fast.
- * Nothing else is registered: no workers, no deposits, no sessions.
+ * accounts with roles, the service signer's operators accepted, user wallet 1's deposit with the
+ * service signer authorized (the other wallets have none, for the 402 flow), and anvil's KZG setup
+ * warmed so the first real blob transaction is fast. Nothing else: no workers, no sessions.
  */
 export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> {
   const walletCount = options.walletCount ?? DEFAULT_WALLET_COUNT;
@@ -117,12 +144,16 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
       await warmUpKzg(provider, warmUpAccount);
     } else {
       const owner = new DevWallet(accountWithRole(accounts, 'owner').privateKey, provider);
-      // Different senders, so the ~3.5 s warm-up overlaps the deployment without nonce clashes.
+      // Different senders, so the ~3.5 s warm-up overlaps the deployment and the accounts' set-up
+      // without nonce clashes.
       const [deployment] = await Promise.all([
         deployContracts(owner, {
           protocol: options.protocol,
           staking: options.staking,
           models: [...(options.models ?? DEMO_MODELS)],
+        }).then(async (deployed) => {
+          await prepareAccounts(provider, deployed.jobRegistryAddress, accounts);
+          return deployed;
         }),
         warmUpKzg(provider, warmUpAccount),
       ]);
@@ -139,7 +170,7 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
       });
       if (options.stateDir) {
         writeDevnetDescription(join(options.stateDir, DEPLOYMENT_FILE), description);
-        writeFileSync(join(options.stateDir, CONTRACTS_FILE), `${contractsFingerprint()}\n`);
+        writeFileSync(join(options.stateDir, CONTRACTS_FILE), `${chainFingerprint()}\n`);
       }
     }
     if (options.descriptionPath) {
@@ -163,8 +194,9 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
 
 /**
  * The deployment a kept chain holds, when the directory has the state, its record and the fingerprint of
- * today's contract code. A chain deployed with other code (an older checkout) is discarded: resuming it
- * would run the services against contracts that no longer match them.
+ * today's contract code and setup version. A chain made with other code (an older checkout) is
+ * discarded: resuming it would run the services against contracts, or a set-up, that no longer match
+ * them.
  */
 function keptDeployment(stateDir: string): {
   kept: DevnetDescription | undefined;
@@ -174,7 +206,7 @@ function keptDeployment(stateDir: string): {
   const fingerprint = join(stateDir, CONTRACTS_FILE);
   if (!existsSync(record) || !existsSync(join(stateDir, STATE_FILE)))
     return { kept: undefined, discardedStaleChain: false };
-  if (!existsSync(fingerprint) || readFileSync(fingerprint, 'utf8').trim() !== contractsFingerprint()) {
+  if (!existsSync(fingerprint) || readFileSync(fingerprint, 'utf8').trim() !== chainFingerprint()) {
     for (const file of [STATE_FILE, DEPLOYMENT_FILE, CONTRACTS_FILE])
       rmSync(join(stateDir, file), { force: true });
     return { kept: undefined, discardedStaleChain: true };
@@ -200,6 +232,105 @@ function fromDescription(
     models: description.models.map((model) => ({ ...model, feeWei: BigInt(model.feeWei) })),
     accounts: description.accounts,
   };
+}
+
+/**
+ * What a fresh chain needs besides the contracts, with each sender's transactions in its own chain of
+ * awaits so they run side by side: the service signer names its operators, each operator accepts as
+ * soon as its offer is mined, and user wallet 1 deposits with the service signer authorized.
+ */
+async function prepareAccounts(
+  provider: JsonRpcProvider,
+  jobRegistryAddress: string,
+  accounts: readonly DemoAccount[],
+): Promise<void> {
+  const wallet = accounts.find((account) => account.role === 'wallet');
+  const signer = accountWithRole(accounts, 'service-signer');
+  await Promise.all([
+    handOffOperators(provider, jobRegistryAddress, signer, operatorAccounts(accounts)),
+    wallet && depositAndAuthorize(provider, jobRegistryAddress, wallet, signer.address),
+  ]);
+}
+
+/**
+ * The two-step hand-off of docs/protocol.md ("Principals and operators") for every operator: the
+ * service signer offers (`setOperator(operator, true)`, nonces assigned here so the offers go out back
+ * to back), the operator accepts (`acceptOperator(signer)`). Checked afterwards with `principalOf`.
+ */
+async function handOffOperators(
+  provider: JsonRpcProvider,
+  jobRegistryAddress: string,
+  signerAccount: DemoAccount,
+  operators: readonly DemoAccount[],
+): Promise<void> {
+  const signer = new DevWallet(signerAccount.privateKey, provider);
+  const asSigner = connectJobRegistry(jobRegistryAddress, signer);
+  let nonce = await signer.getNonce('pending');
+  const offers: Array<Promise<void>> = [];
+  for (const operator of operators) {
+    const sent = await confirmed(
+      `offer ${operator.address} as an operator of the service signer`,
+      asSigner.setOperator(operator.address, true, { nonce: nonce++ }),
+    );
+    offers.push(sent.mined);
+  }
+  await Promise.all(
+    operators.map(async (operator, index) => {
+      await offers[index];
+      const asOperator = connectJobRegistry(jobRegistryAddress, new DevWallet(operator.privateKey, provider));
+      const { mined } = await confirmed(
+        `let ${operator.address} accept the service signer's operator offer`,
+        asOperator.acceptOperator(signer.address),
+      );
+      await mined;
+    }),
+  );
+  const registry = connectJobRegistry(jobRegistryAddress, provider);
+  for (const operator of operators) {
+    const principal = await registry.principalOf(operator.address);
+    if (principal !== signer.address) {
+      throw new Error(
+        `the devnet's operator hand-off failed: principalOf(${operator.address}) is ${principal}, not the service signer ${signer.address}`,
+      );
+    }
+  }
+}
+
+/** `depositAndAuthorize(signer)` from `wallet`: its API-key calls are paid at once. */
+async function depositAndAuthorize(
+  provider: JsonRpcProvider,
+  jobRegistryAddress: string,
+  wallet: DemoAccount,
+  signerAddress: string,
+): Promise<void> {
+  const asWallet = connectJobRegistry(jobRegistryAddress, new DevWallet(wallet.privateKey, provider));
+  const { mined } = await confirmed(
+    `deposit from ${wallet.address} and authorize the service signer`,
+    asWallet.depositAndAuthorize(signerAddress, { value: DEMO_WALLET_DEPOSIT_WEI }),
+  );
+  await mined;
+}
+
+/**
+ * Sends a set-up transaction; `mined` settles when it is mined successfully. Either step fails with
+ * what was being done and the decoded revert, so a set-up that goes wrong says why.
+ */
+async function confirmed(
+  what: string,
+  sending: Promise<ContractTransactionResponse>,
+): Promise<{ mined: Promise<void> }> {
+  const explain = (error: unknown): never => {
+    throw new Error(`the devnet could not ${what}: ${(error as Error).message}`, { cause: error });
+  };
+  const sent = await withDecodedRevert(sending).catch(explain);
+  const mined = withDecodedRevert(sent.wait())
+    .then((receipt) => {
+      if (receipt?.status !== 1) throw new Error(`transaction ${sent.hash} was not mined successfully`);
+    })
+    .catch(explain);
+  // Awaited by the caller; never an unhandled rejection in between.
+  mined.catch(() => {});
+  return { mined };
 }
 
 /** anvil loads its KZG trusted setup on the first blob transaction (~3.5 s); pay that now. */

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,22 +9,58 @@ import {
   connectJobRegistry,
   connectWorkerRegistry,
   fromParametersStruct,
+  jobRegistryBytecode,
   modelIdOf,
+  workerRegistryBytecode,
 } from '@svc/contracts';
 import { createDevProvider, isProcessAlive as isAlive, sendWithBlobs, startAnvil } from '@svc/anvil';
 import { freePort } from '@svc/testkit';
-import { Wallet, parseEther, type JsonRpcProvider } from 'ethers';
+import { HDNodeWallet, Wallet, parseEther, type JsonRpcProvider } from 'ethers';
 import {
   DEMO_MODELS,
+  DEMO_WALLET_DEPOSIT_WEI,
   InvalidDevnetDescription,
   accountWithRole,
+  operatorAccounts,
   describeExternalChain,
   parseDevnetDescription,
   readDevnetDescription,
   removeDevnetDescription,
   startDevnet,
   type Devnet,
+  type DevnetDescription,
 } from '../src/index.js';
+
+/** anvil's dev account `index`, derived from its well-known mnemonic as anvil derives it. */
+function anvilAddress(index: number): string {
+  return HDNodeWallet.fromPhrase(
+    'test test test test test test test test test test test junk',
+    undefined,
+    `m/44'/60'/0'/0/${index}`,
+  ).address;
+}
+
+/** The set-up a fresh devnet makes: operators accepted, wallet 1 paid up, the other wallets bare. */
+async function expectPreparedAccounts(description: DevnetDescription, provider: JsonRpcProvider) {
+  const jobRegistry = connectJobRegistry(description.contracts.jobRegistry, provider);
+  const signer = accountWithRole(description.accounts, 'service-signer').address;
+  const operators = operatorAccounts(description.accounts);
+  expect(operators).toHaveLength(3);
+  for (const operator of operators) {
+    expect(await jobRegistry.principalOf(operator.address)).toBe(signer);
+    expect(await jobRegistry.isOperatorOffered(signer, operator.address)).toBe(false);
+  }
+  const [first, ...others] = description.accounts.filter((account) => account.role === 'wallet');
+  expect(await jobRegistry.prepaidBalanceOf(first!.address)).toBe(DEMO_WALLET_DEPOSIT_WEI);
+  expect(await jobRegistry.isDelegateAuthorized(first!.address, signer)).toBe(true);
+  expect(await jobRegistry.delegateAllowance(first!.address, signer)).toBe(parseEther('1'));
+  for (const wallet of others) {
+    expect(await jobRegistry.prepaidBalanceOf(wallet.address)).toBe(0n);
+    expect(await jobRegistry.isDelegateAuthorized(wallet.address, signer)).toBe(false);
+    expect(await jobRegistry.delegateAllowance(wallet.address, signer)).toBe(0n);
+    expect(await provider.getBalance(wallet.address)).toBeGreaterThan(parseEther('1000'));
+  }
+}
 
 describe('startDevnet', () => {
   let directory: string;
@@ -96,7 +133,7 @@ describe('startDevnet', () => {
     }
   });
 
-  it('hands out funded accounts with roles and their keys, and registers nothing for them', async () => {
+  it('hands out funded accounts with roles and their keys, and registers no worker for them', async () => {
     const { accounts, contracts } = devnet.description;
     expect(accounts.map((account) => account.role)).toEqual([
       'owner',
@@ -106,15 +143,49 @@ describe('startDevnet', () => {
       'wallet',
       'wallet',
       'wallet',
+      'operator',
+      'operator',
+      'operator',
     ]);
+    // anvil's order, the operators after the wallets: the accounts older than the operators kept theirs.
+    expect(accounts.map((account) => account.address)).toEqual(
+      accounts.map((_, index) => anvilAddress(index)),
+    );
     expect(new Set(accounts.map((account) => account.address)).size).toBe(accounts.length);
-    const jobRegistry = connectJobRegistry(contracts.jobRegistry, provider);
     const workerRegistry = connectWorkerRegistry(contracts.workerRegistry, provider);
     for (const account of accounts) {
       expect(new Wallet(account.privateKey).address).toBe(account.address);
       expect(await provider.getBalance(account.address)).toBeGreaterThan(parseEther('1000'));
       expect(await workerRegistry.isActive(account.address)).toBe(false);
+    }
+    const jobRegistry = connectJobRegistry(contracts.jobRegistry, provider);
+    for (const account of accounts.filter((candidate) => candidate.role !== 'wallet'))
       expect(await jobRegistry.prepaidBalanceOf(account.address)).toBe(0n);
+  });
+
+  it("names the service signer's three operators, accepted on chain, and describes each", async () => {
+    const operators = operatorAccounts(devnet.description.accounts);
+    expect(operators.map((operator) => operator.purpose)).toEqual([
+      "service operator 1: sends the service's blob transactions (job submissions)",
+      "service operator 2: sends the service's blob transactions (job submissions)",
+      "service operator 3: sends the service's plain transactions (sessions, refunds, releases)",
+    ]);
+    const jobRegistry = connectJobRegistry(devnet.description.contracts.jobRegistry, provider);
+    const signer = accountWithRole(devnet.description.accounts, 'service-signer').address;
+    for (const operator of operators) expect(await jobRegistry.principalOf(operator.address)).toBe(signer);
+    // Nobody else acts for anyone.
+    for (const account of devnet.description.accounts.filter((candidate) => candidate.role !== 'operator'))
+      expect(await jobRegistry.principalOf(account.address)).toBe(account.address);
+  });
+
+  it('has user wallet 1 deposited with the service signer authorized, and the other wallets bare for the 402 flow', async () => {
+    await expectPreparedAccounts(devnet.description, provider);
+    const wallets = devnet.description.accounts.filter((account) => account.role === 'wallet');
+    expect(wallets[0]!.purpose).toContain('deposited 1 ETH and authorized the service signer');
+    for (const wallet of wallets.slice(1)) {
+      expect(wallet.purpose).toContain(
+        'funded with ETH, no deposit and no delegate: its API-key calls get 402 until it sends the `accepts` transaction',
+      );
     }
   });
 
@@ -176,7 +247,12 @@ describe('startDevnet options and stop', () => {
         'worker',
         'worker',
         'wallet',
+        'operator',
+        'operator',
+        'operator',
       ]);
+      // Set up with interval mining too: each step waits for its block.
+      await expectPreparedAccounts(devnet.description, provider);
       // Interval mining: blocks keep coming with no transaction sent.
       const before = await provider.getBlockNumber();
       await new Promise((resolve) => setTimeout(resolve, 2_500));
@@ -201,7 +277,26 @@ describe('startDevnet options and stop', () => {
       expect(resumed.resumed).toBe(true);
       expect(resumed.discardedStaleChain).toBe(false);
       expect(resumed.description.contracts.jobRegistry).toBe(deployed);
+      expect(resumed.description.accounts).toEqual(first.description.accounts);
+      // Not set up again (that would revert: the operators are taken), but kept as the first run left it.
+      const provider = createDevProvider(resumed.description.rpcUrl, resumed.description.chainId);
+      try {
+        await expectPreparedAccounts(resumed.description, provider);
+      } finally {
+        provider.destroy();
+      }
       await resumed.stop();
+
+      // As if the chain had been kept by the setup code before operators and deposits (the same
+      // contracts, fingerprinted without a setup version).
+      writeFileSync(
+        join(stateDir, 'contracts.sha256'),
+        `${createHash('sha256').update(jobRegistryBytecode).update(workerRegistryBytecode).digest('hex')}\n`,
+      );
+      const older = await startDevnet({ stateDir });
+      expect(older.resumed).toBe(false);
+      expect(older.discardedStaleChain).toBe(true);
+      await older.stop();
 
       // As if the chain had been kept by a checkout with other contract code.
       writeFileSync(join(stateDir, 'contracts.sha256'), `${'0'.repeat(64)}\n`);
