@@ -26,6 +26,79 @@ export const jobOrchestratorConfigShape = {
     doc: 'How this deployment names itself in the link challenge a worker signs (so a signature is worth nothing to another service).',
     default: 'svc job-orchestrator',
   }),
+
+  COMPLETIONS_ENABLED: env.bool({
+    doc: 'Runs completions; false answers every completion 503 `not_configured` (the worker link keeps serving).',
+    default: true,
+  }),
+  SERVICE_SIGNER_PRIVATE_KEY: env.optionalString({
+    doc: "The service's principal (32 bytes of hex, from a secret store): the delegate wallets authorize, owner of no funds of its own. Unset: completions answer 503 `not_configured`. The all-in-one target uses the devnet's service signer.",
+    secret: true,
+  }),
+  BLOB_OPERATOR_PRIVATE_KEYS: env.list({
+    doc: "Comma-separated keys of the principal's operators that send blob transactions (job submissions and reassignments); each must have accepted the principal's operator offer (`setOperator`, then `acceptOperator`). At least one is needed for completions.",
+    default: [],
+    secret: true,
+  }),
+  PLAIN_OPERATOR_PRIVATE_KEYS: env.list({
+    doc: "Comma-separated keys of the principal's operators that send plain transactions (sessions, time-outs, refunds, releases, disputes). Empty: the principal sends them itself.",
+    default: [],
+    secret: true,
+  }),
+  MAX_FEE_PER_BLOB_GAS: env.wei({
+    doc: 'The most paid per unit of blob gas; above it a completion answers 503 `blob_fee_too_high` before anything is signed.',
+    default: 50n * 10n ** 9n,
+  }),
+  TX_POLL_INTERVAL: env.durationMs({
+    doc: 'How often a sent transaction is looked for on chain (a quarter of the block time suits).',
+    default: '250ms',
+  }),
+  TX_REPLACE_AFTER: env.durationMs({
+    doc: 'A transaction still pending this long is replaced with higher fees.',
+    default: '30s',
+  }),
+  SESSION_OPENS_PER_MINUTE: env.int({
+    doc: 'New sessions opened per minute, server-wide; beyond it a call that needs one answers 429 `session_open_limit_exceeded`.',
+    default: 120,
+    min: 1,
+  }),
+  SESSION_IDLE_CLOSE: env.durationMs({
+    doc: "A pooled session unused this long leaves the pool and is closed, well before the chain's inactivity timeout lets anyone close it.",
+    default: '10m',
+  }),
+  SESSION_CLAIM_POLL_INTERVAL: env.durationMs({
+    doc: 'How often a new session is looked at while its worker claims it.',
+    default: '100ms',
+  }),
+  CONVERSATION_AFFINITY_TTL: env.durationMs({
+    doc: 'How long a `conversation_id` remembers the session that last served it.',
+    default: '1h',
+  }),
+  JOB_POLL_INTERVAL: env.durationMs({
+    doc: "How often a running job's state is read from the chain while its answer streams.",
+    default: '250ms',
+  }),
+  FINAL_ANSWER_GRACE: env.durationMs({
+    doc: "How long a committed job waits for the worker's final answer frame before the call fails `job_failed`.",
+    default: '10s',
+  }),
+  FRAME_STREAM_TTL: env.durationMs({
+    doc: "How long a job's answer frames stay in the store after its call ended.",
+    default: '1h',
+  }),
+  KEEPER_INTERVAL: env.durationMs({
+    doc: 'How often the job keeper (one leader across replicas) follows the logs and sweeps jobs and sessions.',
+    default: '5s',
+  }),
+  KEEPER_CONFIRMATIONS: env.int({
+    doc: 'Blocks a log must be buried under before the keeper acts on it.',
+    default: 0,
+    min: 0,
+  }),
+  CHAIN_CACHE_TTL: env.durationMs({
+    doc: "How long model fees, names and JobRegistry's pause flag are remembered between chain reads.",
+    default: '5s',
+  }),
 };
 
 export type JobOrchestratorConfig = ConfigOf<typeof jobOrchestratorConfigShape>;

@@ -1,30 +1,38 @@
 import { JsonRpcProvider, Network } from 'ethers';
 import { ChainClient } from '@svc/chain';
+import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import { WorkerLink } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
+import { jobLifecycleTopic } from '@svc/platform';
 import { defineModule, type ServiceInstance } from '@svc/runtime';
 import { jobOrchestratorConfigShape } from './config.js';
+import { jobOrchestratorHandlers } from './completions/job-orchestrator-service.js';
 import type { WorkerLinkServer } from './link/worker-link-server.js';
-import { buildWorkerLinkServer } from './service.js';
+import { buildJobOrchestrator, verifyServiceAccounts, type JobOrchestratorParts } from './service.js';
 
-/** A running job-orchestrator; `linkServer` (the linked workers, hints, acknowledgements) once started. */
+/** A running job-orchestrator; its parts (linked workers, completions, keeper) once started. */
 export interface JobOrchestratorInstance extends ServiceInstance {
   readonly linkServer: WorkerLinkServer | undefined;
+  readonly parts: JobOrchestratorParts | undefined;
 }
 
 /**
- * The job-orchestrator as the runner runs it: serves WorkerLink on the process's gRPC server, with
- * worker presence and answer frames in the shared store and admission read from the chain.
+ * The job-orchestrator as the runner runs it: serves WorkerLink and JobOrchestrator on the process's
+ * gRPC server, with worker presence, sessions, answer frames and nonces in the shared store, lifecycle
+ * events on the bus, and the job keeper following the chain.
  */
 export const jobOrchestratorModule = defineModule({
   name: 'job-orchestrator',
   configShape: jobOrchestratorConfigShape,
-  needs: ['store', 'chain', 'grpc'],
-  build(config, { store, chain, grpc, logger }): JobOrchestratorInstance {
+  needs: ['store', 'bus', 'chain', 'grpc'],
+  build(config, { store, bus, chain, grpc, logger }): JobOrchestratorInstance {
     let provider: JsonRpcProvider | undefined;
-    let linkServer: WorkerLinkServer | undefined;
+    let parts: JobOrchestratorParts | undefined;
     return {
       get linkServer() {
-        return linkServer;
+        return parts?.linkServer;
+      },
+      get parts() {
+        return parts;
       },
       async start() {
         const network = Network.from(chain.chainId);
@@ -35,21 +43,37 @@ export const jobOrchestratorModule = defineModule({
           jobRegistryAddress: chain.contracts.jobRegistry,
           workerRegistryAddress: chain.contracts.workerRegistry,
         });
-        linkServer = buildWorkerLinkServer({
+        parts = buildJobOrchestrator({
           config,
           store,
+          bus,
           chain: client,
+          provider,
           chainId: BigInt(chain.chainId),
+          deploymentBlock: chain.contracts.deploymentBlock,
           logger,
         });
-        grpc.add(WorkerLink, linkServer.handlers);
+        if (parts.completions) {
+          await verifyServiceAccounts(config, parts.completions.chain);
+          await bus.ensureTopics([jobLifecycleTopic]);
+          parts.completions.keeper.start();
+        } else {
+          logger.warn('SERVICE_SIGNER_PRIVATE_KEY is not set: completions answer 503 not_configured');
+        }
+        grpc.add(WorkerLink, parts.linkServer.handlers);
+        grpc.add(JobOrchestrator, jobOrchestratorHandlers(parts.catalogue, parts.completions?.runner));
         logger.info(
-          { heartbeatIntervalMs: config.LINK_HEARTBEAT_INTERVAL },
-          'job-orchestrator serving WorkerLink',
+          {
+            heartbeatIntervalMs: config.LINK_HEARTBEAT_INTERVAL,
+            principal: parts.completions?.chain.principal ?? null,
+            completions: Boolean(parts.completions) && config.COMPLETIONS_ENABLED,
+          },
+          'job-orchestrator serving WorkerLink and JobOrchestrator',
         );
       },
       async stop() {
-        await linkServer?.stop();
+        await parts?.completions?.keeper.stop();
+        await parts?.linkServer.stop();
         provider?.destroy();
       },
     };

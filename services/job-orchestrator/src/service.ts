@@ -1,20 +1,53 @@
-import type { ChainClient } from '@svc/chain';
-import type { Logger, Store } from '@svc/platform';
+import { randomUUID } from 'node:crypto';
+import { Wallet, type JsonRpcProvider } from 'ethers';
+import {
+  OperatorLanes,
+  StoreSentTransactionJournal,
+  TransactionSender,
+  type ChainClient,
+  type SendingAccount,
+} from '@svc/chain';
+import type { EventBus, Logger, Store } from '@svc/platform';
 import type { JobOrchestratorConfig } from './config.js';
+import { ServiceChain } from './chain/service-chain.js';
+import { AnswerRelay } from './completions/answer-relay.js';
+import { CompletionRunner } from './completions/completion-runner.js';
+import { ModelCatalogue } from './completions/model-catalogue.js';
+import { LifecyclePublisher } from './events/lifecycle-events.js';
+import { JobKeeper } from './keeper/job-keeper.js';
+import { TrackedJobs } from './keeper/tracked-jobs.js';
 import { RegistryJobAttempts } from './link/job-attempts.js';
 import { RegistryWorkerAdmission } from './link/worker-admission.js';
 import { WorkerLinkServer } from './link/worker-link-server.js';
+import { SessionPool } from './sessions/session-pool.js';
 
 export interface JobOrchestratorPorts {
   readonly config: JobOrchestratorConfig;
   readonly store: Store;
+  readonly bus: EventBus;
   readonly chain: ChainClient;
+  readonly provider: JsonRpcProvider;
   readonly chainId: bigint;
+  /** First block of the deployment: where the keeper's log cursor starts on its very first run. */
+  readonly deploymentBlock: number;
   readonly logger: Logger;
+  readonly replicaId?: string;
+}
+
+/** The orchestrator's parts: the worker link, and (with a signer) completions and the job keeper. */
+export interface JobOrchestratorParts {
+  readonly linkServer: WorkerLinkServer;
+  readonly catalogue: ModelCatalogue;
+  /** Undefined without a service signer: every completion is then 503 `not_configured`. */
+  readonly completions:
+    | { readonly runner: CompletionRunner; readonly keeper: JobKeeper; readonly chain: ServiceChain }
+    | undefined;
 }
 
 /** The worker link server over the chain's registries and the shared store. */
-export function buildWorkerLinkServer(ports: JobOrchestratorPorts): WorkerLinkServer {
+export function buildWorkerLinkServer(
+  ports: Omit<JobOrchestratorPorts, 'bus' | 'provider' | 'deploymentBlock'>,
+): WorkerLinkServer {
   const { config, store, chain, chainId, logger } = ports;
   return new WorkerLinkServer({
     chainId,
@@ -27,5 +60,120 @@ export function buildWorkerLinkServer(ports: JobOrchestratorPorts): WorkerLinkSe
     attempts: new RegistryJobAttempts(chain),
     store,
     logger,
+    ...(ports.replicaId ? { replicaId: ports.replicaId } : {}),
   });
+}
+
+/**
+ * Builds every part; `verifyServiceAccounts` must pass before completions are served. Nothing here
+ * touches the network.
+ */
+export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestratorParts {
+  const { config, store, bus, chain, provider, chainId, logger } = ports;
+  const replicaId = ports.replicaId ?? randomUUID();
+  const linkServer = buildWorkerLinkServer({ ...ports, replicaId });
+  const catalogue = new ModelCatalogue(chain, linkServer, config.CHAIN_CACHE_TTL);
+  if (!config.SERVICE_SIGNER_PRIVATE_KEY) return { linkServer, catalogue, completions: undefined };
+
+  const principal = new Wallet(config.SERVICE_SIGNER_PRIVATE_KEY, provider);
+  const operators = (keys: readonly string[]): SendingAccount[] =>
+    keys.map((key) => new Wallet(key, provider));
+  const blobLane = operators(config.BLOB_OPERATOR_PRIVATE_KEYS);
+  const plainLane =
+    config.PLAIN_OPERATOR_PRIVATE_KEYS.length > 0
+      ? operators(config.PLAIN_OPERATOR_PRIVATE_KEYS)
+      : [principal];
+  const sender = new TransactionSender({
+    provider,
+    nonces: store.nonces,
+    journal: new StoreSentTransactionJournal(store),
+    lanes: new OperatorLanes({ blob: blobLane, plain: plainLane }),
+    maxFeePerBlobGas: config.MAX_FEE_PER_BLOB_GAS,
+    pollIntervalMs: config.TX_POLL_INTERVAL,
+    replaceAfterMs: config.TX_REPLACE_AFTER,
+  });
+  const serviceChain = new ServiceChain(chain, sender, principal.address);
+  const lifecycle = new LifecyclePublisher(bus, logger);
+  const jobs = new TrackedJobs(store);
+  const sessions = new SessionPool({
+    store,
+    chain: serviceChain,
+    workers: linkServer,
+    opensPerMinute: config.SESSION_OPENS_PER_MINUTE,
+    // A job holds its session at most its timeout; the margin covers the relay's last reads.
+    holdTtlMs: 10 * 60_000,
+    idleTtlMs: config.SESSION_IDLE_CLOSE,
+    affinityTtlMs: config.CONVERSATION_AFFINITY_TTL,
+    claimPollIntervalMs: config.SESSION_CLAIM_POLL_INTERVAL,
+    logger,
+  });
+  const relay = new AnswerRelay({
+    frames: store.frames,
+    readJob: (jobId) => chain.getJob(jobId),
+    chainNow: () => serviceChain.now(),
+    pollIntervalMs: config.JOB_POLL_INTERVAL,
+    finalGraceMs: config.FINAL_ANSWER_GRACE,
+    frameStreamTtlMs: config.FRAME_STREAM_TTL,
+    logger,
+  });
+  const runner = new CompletionRunner({
+    chain: serviceChain,
+    chainId,
+    catalogue,
+    sessions,
+    relay,
+    workers: linkServer,
+    jobs,
+    lifecycle,
+    enabled: config.COMPLETIONS_ENABLED,
+    runTtlMs: 10 * 60_000,
+    logger,
+  });
+  const keeper = new JobKeeper({
+    store,
+    chain: serviceChain,
+    jobs,
+    lifecycle,
+    replicaId,
+    intervalMs: config.KEEPER_INTERVAL,
+    fromBlock: ports.deploymentBlock,
+    confirmations: config.KEEPER_CONFIRMATIONS,
+    idleCloseSeconds: Math.ceil(config.SESSION_IDLE_CLOSE / 1000),
+    releaseBatchSize: 50,
+    logger,
+  });
+  return { linkServer, catalogue, completions: { runner, keeper, chain: serviceChain } };
+}
+
+/**
+ * Start-up check of the service's accounts: every operator accepted the principal's offer, and the idle
+ * close comes before the chain lets anyone close a session. Throws naming exactly what is missing.
+ */
+export async function verifyServiceAccounts(
+  config: JobOrchestratorConfig,
+  serviceChain: ServiceChain,
+): Promise<void> {
+  const problems: string[] = [];
+  if (config.BLOB_OPERATOR_PRIVATE_KEYS.length === 0)
+    problems.push('BLOB_OPERATOR_PRIVATE_KEYS is empty: job submissions need at least one blob operator');
+  const keys = [...config.BLOB_OPERATOR_PRIVATE_KEYS, ...config.PLAIN_OPERATOR_PRIVATE_KEYS];
+  const reads = serviceChain.reads;
+  for (const key of keys) {
+    const operator = new Wallet(key).address;
+    const principal = await reads.principalOf(operator);
+    if (principal.toLowerCase() === serviceChain.principal.toLowerCase()) continue;
+    const offered = await reads.jobRegistry.isOperatorOffered(serviceChain.principal, operator);
+    problems.push(
+      offered
+        ? `operator ${operator} has an offer from the principal ${serviceChain.principal} but has not accepted it: send acceptOperator(${serviceChain.principal}) from ${operator}`
+        : `operator ${operator} is not an operator of the principal ${serviceChain.principal}: send setOperator(${operator}, true) from the principal, then acceptOperator(${serviceChain.principal}) from ${operator}`,
+    );
+  }
+  const { inactivityTimeoutSeconds } = await reads.parameters();
+  if (config.SESSION_IDLE_CLOSE / 1000 >= inactivityTimeoutSeconds)
+    problems.push(
+      `SESSION_IDLE_CLOSE (${config.SESSION_IDLE_CLOSE / 1000} s) must be shorter than JobRegistry's inactivity timeout (${inactivityTimeoutSeconds} s)`,
+    );
+  if (problems.length > 0)
+    throw new Error(`the job-orchestrator's service accounts are not ready:\n  ${problems.join('\n  ')}`);
 }

@@ -127,7 +127,7 @@ export const env = {
       },
       o,
     ),
-  list: (o: { doc: string; default?: string[] }) =>
+  list: (o: { doc: string; default?: string[]; secret?: boolean }) =>
     field<string[]>(
       o.doc,
       (raw) =>
@@ -135,7 +135,7 @@ export const env = {
           .split(',')
           .map((item) => item.trim())
           .filter(Boolean),
-      { default: o.default, defaultText: o.default?.join(',') },
+      { default: o.default, defaultText: o.default?.join(','), secret: o.secret },
     ),
   oneOf: <const V extends string>(o: { doc: string; values: readonly V[]; default?: V }) =>
     field<V>(

@@ -5,7 +5,7 @@ import { parseEther, Wallet } from 'ethers';
 import { AnvilBlobSource } from '@svc/chain';
 import { createLogger } from '@svc/platform';
 import type { Devnet } from '@svc/testkit';
-import { DeterministicModel, startWorker, type RunningWorker } from '@svc/worker';
+import { DeterministicModel, parseGenerationFault, startWorker, type RunningWorker } from '@svc/worker';
 import { MODEL } from './models.js';
 
 export const WORKER_CAPACITY = 3;
@@ -25,14 +25,30 @@ export async function fundedWallet(devnet: Devnet, funder = 11): Promise<Wallet>
   return new Wallet(wallet.privateKey);
 }
 
-export async function startReferenceWorker(devnet: Devnet, target: string): Promise<ReferenceWorker> {
+/** How a test worker's built-in model behaves and how much it takes on. */
+export interface ReferenceWorkerOptions {
+  /** A fault applied to every job, e.g. `fail-before-first-chunk`. */
+  readonly fault?: string;
+  /** Lets a prompt pick a fault with `#fault:<kind>`. */
+  readonly faultsFromPrompt?: boolean;
+  readonly capacity?: number;
+  readonly tokensPerSecond?: number;
+  /** Model names served (default: the test model). */
+  readonly models?: readonly string[];
+}
+
+export async function startReferenceWorker(
+  devnet: Devnet,
+  target: string,
+  options: ReferenceWorkerOptions = {},
+): Promise<ReferenceWorker> {
   const wallet = await fundedWallet(devnet);
   const dataDir = await mkdtemp(join(tmpdir(), 'orchestrator-worker-'));
   const worker = await startWorker({
     settings: {
       dataDir,
       stakeWei: parseEther('1'),
-      capacity: WORKER_CAPACITY,
+      capacity: options.capacity ?? WORKER_CAPACITY,
       sessionLimit: WORKER_SESSION_LIMIT,
       guards: { minRunSeconds: 3, commitMarginSeconds: 2 },
       claimMarginSeconds: 1,
@@ -51,7 +67,12 @@ export async function startReferenceWorker(devnet: Devnet, target: string): Prom
     jobRegistryAddress: devnet.deployment.jobRegistryAddress,
     workerRegistryAddress: devnet.deployment.workerRegistryAddress,
     blobSource: new AnvilBlobSource({ rpcUrl: devnet.anvil.rpcUrl }),
-    model: new DeterministicModel({ models: [MODEL.name], tokensPerSecond: 200 }),
+    model: new DeterministicModel({
+      models: options.models ?? [MODEL.name],
+      tokensPerSecond: options.tokensPerSecond ?? 200,
+      ...(options.fault ? { fault: parseGenerationFault(options.fault) } : {}),
+      faultsFromPrompt: options.faultsFromPrompt ?? false,
+    }),
     link: {
       target,
       backoff: { initialMs: 20, maxMs: 200 },

@@ -1,0 +1,170 @@
+import type { Interface, Provider, TransactionReceipt } from 'ethers';
+import {
+  BlobFeeTooHighError,
+  ContractRevertError,
+  blobSidecarOf,
+  decodeProtocolLog,
+  type BlobSidecar,
+  type ChainClient,
+  type ContractError,
+  type ProtocolEvent,
+  type ProtocolEventName,
+  type ProtocolEventOf,
+  type TransactionSender,
+} from '@svc/chain';
+import { AppError } from '@svc/platform';
+
+/** A transaction the service sent, mined, with the protocol events it emitted. */
+export interface ServiceTransaction {
+  readonly hash: string;
+  readonly blockNumber: number;
+  readonly events: readonly ProtocolEvent[];
+}
+
+/**
+ * The service's writes to JobRegistry, acting for its principal from the operator lanes: blob-carrying
+ * submissions from the blob lane, everything else from the plain lane. Every write is simulated before
+ * it is signed (TransactionSender), so a refusal is a ContractRevertError and nothing was sent.
+ */
+export class ServiceChain {
+  constructor(
+    readonly reads: ChainClient,
+    private readonly sender: TransactionSender,
+    /** The service's principal: the delegate wallets authorize and the owner of per-call sessions. */
+    readonly principal: string,
+  ) {}
+
+  get jobRegistry(): string {
+    return this.reads.addresses.jobRegistry;
+  }
+
+  get provider(): Provider {
+    return this.reads.provider;
+  }
+
+  async openSession(
+    owner: string,
+    modelId: string,
+    worker: string,
+  ): Promise<{ sessionId: bigint; claimDeadline: number; tx: ServiceTransaction }> {
+    const tx = await this.#send('openSession', [owner, modelId, worker]);
+    const opened = only(tx, 'SessionOpened');
+    return { sessionId: opened.args.sessionId, claimDeadline: Number(opened.args.claimDeadline), tx };
+  }
+
+  closeSession(sessionId: bigint): Promise<ServiceTransaction> {
+    return this.#send('closeSession', [sessionId]);
+  }
+
+  /** The prompt blob is built here (KZG commitment and proof), so its cost shows up in the submission. */
+  async submitJobFor(
+    payer: string,
+    sessionId: bigint,
+    maxFee: bigint,
+    promptWire: Uint8Array,
+  ): Promise<{ jobId: bigint; fee: bigint; tx: ServiceTransaction }> {
+    const tx = await this.#send('submitJobFor', [payer, sessionId, maxFee], [blobSidecarOf(promptWire)]);
+    const submitted = only(tx, 'JobSubmitted');
+    return { jobId: submitted.args.jobId, fee: submitted.args.fee, tx };
+  }
+
+  async reassignJob(jobId: bigint, sessionId: bigint, promptWire: Uint8Array): Promise<ServiceTransaction> {
+    const tx = await this.#send('reassignJob', [jobId, sessionId], [blobSidecarOf(promptWire)]);
+    only(tx, 'JobReassigned');
+    return tx;
+  }
+
+  timeoutJob(jobId: bigint): Promise<ServiceTransaction> {
+    return this.#send('timeoutJob', [jobId]);
+  }
+
+  refundJob(jobId: bigint): Promise<ServiceTransaction> {
+    return this.#send('refundJob', [jobId]);
+  }
+
+  releaseJobs(jobIds: readonly bigint[]): Promise<ServiceTransaction> {
+    return this.#send('releaseJobs', [[...jobIds]]);
+  }
+
+  disputeMismatch(
+    jobId: bigint,
+    attempt: number,
+    ciphertext: Uint8Array,
+    signature: Uint8Array,
+  ): Promise<ServiceTransaction> {
+    return this.#send('disputeMismatch', [jobId, attempt, ciphertext, signature]);
+  }
+
+  /**
+   * The chain's clock: the latest block's timestamp, or the wall clock when that is later. A chain that
+   * mines only on demand (anvil's automine) stamps its next block with the wall clock, so deadlines judged
+   * against the last block alone would never pass while it is idle.
+   */
+  async now(): Promise<number> {
+    const block = await this.reads.provider.getBlock('latest');
+    return Math.max(block?.timestamp ?? 0, Math.floor(Date.now() / 1000));
+  }
+
+  async #send(
+    method: string,
+    args: readonly unknown[],
+    blobs?: readonly BlobSidecar[],
+  ): Promise<ServiceTransaction> {
+    const data = (this.reads.jobRegistry.interface as Interface).encodeFunctionData(method, args);
+    const mined = await this.sender.send({ to: this.jobRegistry, data, ...(blobs ? { blobs } : {}) });
+    return {
+      hash: mined.receipt.hash,
+      blockNumber: mined.receipt.blockNumber,
+      events: this.#eventsOf(mined.receipt),
+    };
+  }
+
+  #eventsOf(receipt: TransactionReceipt): ProtocolEvent[] {
+    return receipt.logs
+      .map((log) => decodeProtocolLog(log, this.reads.addresses))
+      .filter((event): event is ProtocolEvent => event !== undefined);
+  }
+}
+
+function only<N extends ProtocolEventName>(tx: ServiceTransaction, name: N): ProtocolEventOf<N> {
+  const event = tx.events.find((candidate) => candidate.name === name);
+  if (!event) throw new Error(`transaction ${tx.hash} emitted no ${name}`);
+  return event as ProtocolEventOf<N>;
+}
+
+/** The contract error of a refused write, if that is what `error` is. */
+export function revertOf(error: unknown): ContractError | undefined {
+  return error instanceof ContractRevertError ? error.revert : undefined;
+}
+
+/**
+ * The API error a refused delegate-path write stands for (docs/protocol.md, the revert table), or
+ * undefined when the refusal is not the caller's to fix.
+ */
+export function delegatePathErrorOf(error: unknown): AppError | undefined {
+  if (error instanceof BlobFeeTooHighError) {
+    return new AppError('blob_fee_too_high', {
+      message: `The blob base fee (${error.requiredFeePerBlobGas} wei) is above this service's maximum (${error.maxFeePerBlobGas} wei); try again later.`,
+      retryAfterSeconds: 12,
+      cause: error,
+    });
+  }
+  const revert = revertOf(error);
+  switch (revert?.name) {
+    case 'NotOwnerOrDelegate':
+      return new AppError('delegate_not_authorized', { cause: error });
+    case 'InsufficientBalance':
+      return new AppError('insufficient_balance', { cause: error });
+    case 'InsufficientAllowance':
+      return new AppError('allowance_exhausted', { cause: error });
+    case 'ModelDisabled':
+      return new AppError('model_not_found', { cause: error });
+    case 'EnforcedPause':
+      return new AppError('not_configured', {
+        message: 'JobRegistry is paused: no new jobs run.',
+        cause: error,
+      });
+    default:
+      return undefined;
+  }
+}

@@ -1,0 +1,141 @@
+import { fromBinary } from '@bufbuild/protobuf';
+import { AnswerFrameKind, JobState, decryptAnswerFrame, responseHashOf, type Job } from '@svc/chain';
+import type { FrameCursor, FrameStreams, Logger } from '@svc/platform';
+import {
+  ConnectRequestSchema,
+  JobErrorReason,
+  type FinalAnswer,
+} from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
+import { jobFrameStreamKey } from '../link/answer-frame-intake.js';
+
+/** One attempt of a job, as the relay follows it. */
+export interface AttemptToRelay {
+  readonly jobId: bigint;
+  readonly attempt: number;
+  readonly replyKey: Uint8Array;
+}
+
+/** How an attempt ended. */
+export type AttemptOutcome =
+  /** `JobCompleted` committed the final this relay holds, whose text it decrypted. */
+  | { readonly kind: 'committed'; readonly text: string; readonly job: Job }
+  /** The committed hash is not the hash of the worker's signed final: dispute it. */
+  | { readonly kind: 'mismatch'; readonly final: FinalAnswer; readonly job: Job }
+  /** Committed, but no final reached the service in time: nothing to deliver or dispute. */
+  | { readonly kind: 'undelivered'; readonly job: Job }
+  /** The worker failed the job, it missed its deadline, or it moved on without this relay. */
+  | { readonly kind: 'failed'; readonly reason: string; readonly job: Job };
+
+export interface AnswerRelayOptions {
+  readonly frames: FrameStreams;
+  readonly readJob: (jobId: bigint) => Promise<Job>;
+  readonly chainNow: () => Promise<number>;
+  /** How often the chain is read while frames flow (and the longest a frame read blocks). */
+  readonly pollIntervalMs: number;
+  /** How long a committed job waits for its final frame before it counts as undelivered. */
+  readonly finalGraceMs: number;
+  /** How long a job's frames stay in the store once its call is over. */
+  readonly frameStreamTtlMs: number;
+  readonly logger: Logger;
+}
+
+/**
+ * Follows one attempt of a job: decrypts the worker's deltas from the job's frame stream in order (from
+ * the start, whichever replica took them), and ends when the chain says how the attempt ended. Deltas
+ * after a gap in `seq` are not passed on: the final answer carries the whole text anyway.
+ */
+export class AnswerRelay {
+  constructor(private readonly options: AnswerRelayOptions) {}
+
+  /** Lets the job's frame stream lapse: its call is over (a worker re-sending its final appends nothing new). */
+  async retire(jobId: bigint): Promise<void> {
+    await this.options.frames.expire(jobFrameStreamKey(jobId), this.options.frameStreamTtlMs);
+  }
+
+  async follow(attempt: AttemptToRelay, onDelta: (text: string) => void): Promise<AttemptOutcome> {
+    const { frames, readJob, chainNow, pollIntervalMs, finalGraceMs, logger } = this.options;
+    const streamKey = jobFrameStreamKey(attempt.jobId);
+    const position = { jobId: attempt.jobId, attempt: attempt.attempt };
+    let cursor: FrameCursor | null = null;
+    let nextSeq = 1;
+    let gap = false;
+    let final: FinalAnswer | undefined;
+    let workerError: JobErrorReason | undefined;
+    let completedSeenAt: number | undefined;
+    let lastChainRead = 0;
+    for (;;) {
+      const batch = await frames.read(streamKey, cursor, { blockMs: final ? 0 : pollIntervalMs, count: 256 });
+      for (const frame of batch) {
+        cursor = frame.cursor;
+        const request = fromBinary(ConnectRequestSchema, frame.payload).frame;
+        if (request.case !== 'chunk' && request.case !== 'finalAnswer' && request.case !== 'jobError')
+          continue;
+        if (request.value.attempt !== attempt.attempt) continue;
+        if (request.case === 'chunk') {
+          const { seq } = request.value;
+          if (seq < nextSeq) continue;
+          if (seq > nextSeq || gap) {
+            gap = true;
+            continue;
+          }
+          try {
+            onDelta(
+              decryptAnswerFrame(AnswerFrameKind.Delta, request.value.sealedDelta, attempt.replyKey, {
+                ...position,
+                seq,
+              }),
+            );
+            nextSeq += 1;
+          } catch (error) {
+            // A delta that does not open is the worker's fault; the committed final decides the answer.
+            logger.warn({ err: error, jobId: attempt.jobId.toString(), seq }, 'answer delta did not decrypt');
+            gap = true;
+          }
+        } else if (request.case === 'finalAnswer') {
+          final = request.value;
+        } else {
+          workerError = request.value.reason;
+        }
+      }
+      const now = Date.now();
+      if (!final && !workerError && now - lastChainRead < pollIntervalMs) continue;
+      lastChainRead = now;
+      const job = await readJob(attempt.jobId);
+      if (job.attempt !== attempt.attempt)
+        return { kind: 'failed', reason: 'the job moved to another attempt', job };
+      switch (job.state) {
+        case JobState.Completed:
+        case JobState.Released:
+          if (final) {
+            if (responseHashOf(final.sealedAnswer) !== job.responseHash)
+              return { kind: 'mismatch', final, job };
+            const text = decryptAnswerFrame(AnswerFrameKind.Final, final.sealedAnswer, attempt.replyKey, {
+              ...position,
+              seq: final.seq,
+            });
+            return { kind: 'committed', text, job };
+          }
+          completedSeenAt ??= now;
+          if (now - completedSeenAt >= finalGraceMs) return { kind: 'undelivered', job };
+          break;
+        case JobState.Failed:
+          return {
+            kind: 'failed',
+            reason: workerError ? JobErrorReason[workerError] : 'the worker failed the job',
+            job,
+          };
+        case JobState.Submitted:
+          if ((await chainNow()) > job.deadline)
+            return { kind: 'failed', reason: 'the job missed its deadline', job };
+          break;
+        default:
+          return { kind: 'failed', reason: `the job is in state ${job.state}`, job };
+      }
+      if (final && !batch.length) await sleep(Math.min(pollIntervalMs, 50));
+    }
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,568 @@
+import { randomUUID } from 'node:crypto';
+import { ContractRevertError, JobState, type PromptMessage } from '@svc/chain';
+import { AppError, isAppError, type Logger } from '@svc/platform';
+import { AsyncQueue } from '@svc/proto';
+import {
+  delegatePathErrorOf,
+  revertOf,
+  type ServiceChain,
+  type ServiceTransaction,
+} from '../chain/service-chain.js';
+import { JobLifecycleKind, type CallIdentity, type LifecyclePublisher } from '../events/lifecycle-events.js';
+import type { TrackedJobs } from '../keeper/tracked-jobs.js';
+import type { LinkedWorkers } from '../link/worker-link-server.js';
+import type { SessionLease, SessionPool } from '../sessions/session-pool.js';
+import type { AnswerRelay, AttemptOutcome } from './answer-relay.js';
+import { delegatePaymentRefusal, delegateRefusalOf } from './delegate-payment.js';
+import type { ModelCatalogue } from './model-catalogue.js';
+import { preparePrompt, sealPrompt, type PreparedPrompt } from './prompt-envelope.js';
+
+/** One completion call as the gateway hands it over (delegate path). */
+export interface CompletionCall {
+  readonly requestId: string;
+  readonly model: string;
+  readonly messages: readonly PromptMessage[];
+  readonly conversationId?: string;
+  readonly stream: boolean;
+  readonly payment: {
+    readonly wallet: string;
+    readonly keyId: string;
+    readonly reservationId: string;
+    readonly maxFee: bigint;
+  };
+}
+
+/** The `service` object of an answer. */
+export interface ServiceDescription {
+  readonly jobId: bigint;
+  readonly sessionId: bigint;
+  readonly txHash: string;
+  readonly worker: string;
+  readonly droppedMessages: number;
+}
+
+/** The events of `RunCompletion`, in the order the proto documents. */
+export type CompletionEvent =
+  | { readonly case: 'started'; readonly service: ServiceDescription; readonly fee: bigint }
+  | { readonly case: 'delta'; readonly text: string }
+  | {
+      readonly case: 'completed';
+      readonly text: string;
+      readonly service: ServiceDescription;
+      readonly charged: bigint;
+    }
+  | { readonly case: 'failed'; readonly error: AppError; readonly jobSubmitted: boolean }
+  | {
+      readonly case: 'retrying';
+      readonly jobId: bigint;
+      readonly failedAttempt: number;
+      readonly reasonCode: string;
+    };
+
+export interface CompletionRunnerOptions {
+  readonly chain: ServiceChain;
+  readonly chainId: bigint;
+  readonly catalogue: ModelCatalogue;
+  readonly sessions: SessionPool;
+  readonly relay: AnswerRelay;
+  readonly workers: Pick<LinkedWorkers, 'live' | 'sendHint' | 'acknowledgeFinal'>;
+  readonly jobs: TrackedJobs;
+  readonly lifecycle: LifecyclePublisher;
+  /** False when completions are switched off in config. */
+  readonly enabled: boolean;
+  /** How long a call may hold a job's `running` mark (the job's own timeout bounds it anyway). */
+  readonly runTtlMs: number;
+  readonly logger: Logger;
+}
+
+/** Sessions tried for one call before giving up on stale pool entries. */
+const SESSION_TRIES = 3;
+
+/** Thrown inside a run to end it before anything was submitted. */
+class NotSubmitted extends Error {
+  constructor(readonly error: AppError) {
+    super(error.message);
+  }
+}
+
+/**
+ * Runs completions as JobRegistry jobs: checks the wallet can pay, builds and encrypts the prompt,
+ * submits the blob-carrying job in a pooled session, relays and verifies the worker's answer, retries a
+ * job that failed before its first output once in a new session, and publishes every step as a
+ * lifecycle event.
+ *
+ * Once a job is submitted its run no longer depends on the caller: a client that leaves stops receiving
+ * events, but the run still sees the job to its end and publishes how it ended, which is what settles the
+ * call's spend reservation.
+ */
+export class CompletionRunner {
+  constructor(private readonly options: CompletionRunnerOptions) {}
+
+  run(call: CompletionCall, signal: AbortSignal): AsyncIterable<CompletionEvent> {
+    const events = new AsyncQueue<CompletionEvent>();
+    const run = new CompletionRun(this.options, call, signal, (event) => events.push(event));
+    void run.execute().finally(() => events.end());
+    return events;
+  }
+}
+
+class CompletionRun {
+  readonly #o: CompletionRunnerOptions;
+  readonly #call: CompletionCall;
+  readonly #signal: AbortSignal;
+  readonly #emit: (event: CompletionEvent) => void;
+  readonly #identity: CallIdentity;
+  readonly #holder = randomUUID();
+  #startedSent = false;
+  #sentText = '';
+
+  constructor(
+    options: CompletionRunnerOptions,
+    call: CompletionCall,
+    signal: AbortSignal,
+    emit: (event: CompletionEvent) => void,
+  ) {
+    this.#o = options;
+    this.#call = call;
+    this.#signal = signal;
+    this.#emit = emit;
+    this.#identity = {
+      reservationId: call.payment.reservationId,
+      requestId: call.requestId,
+      paymentPath: 'delegate',
+      payer: call.payment.wallet,
+      keyId: call.payment.keyId,
+      model: call.model,
+    };
+  }
+
+  async execute(): Promise<void> {
+    const { lifecycle, logger } = this.#o;
+    try {
+      await this.#runJob();
+    } catch (error) {
+      const refusal = error instanceof NotSubmitted ? error.error : undefined;
+      if (refusal) {
+        this.#emit({ case: 'failed', error: refusal, jobSubmitted: false });
+        await lifecycle.publish(this.#identity, JobLifecycleKind.FAILED, { failureCode: refusal.code });
+        return;
+      }
+      logger.error({ err: error, requestId: this.#call.requestId }, 'completion run failed unexpectedly');
+      this.#emit({ case: 'failed', error: new AppError('job_failed', { cause: error }), jobSubmitted: true });
+    }
+  }
+
+  async #runJob(): Promise<void> {
+    const { catalogue, chain, lifecycle } = this.#o;
+    const call = this.#call;
+    const model = await this.#refuseUnless(() => this.#checkRunnable());
+    await lifecycle.publish(this.#identity, JobLifecycleKind.REQUESTED);
+    await this.#refuseUnless(() => this.#checkPayment(model.fee));
+    if (call.payment.maxFee < model.fee) {
+      throw new NotSubmitted(
+        new AppError('job_failed', {
+          message: `The fee of ${call.model} rose to ${model.fee} wei while the call was prepared; send it again.`,
+        }),
+      );
+    }
+    const prompt = await this.#refuseUnless(async () => preparePrompt(call.model, call.messages));
+
+    // Submission: a stale pooled session (closed, its worker gone) is dropped and another one tried.
+    let submitted: { lease: SessionLease; jobId: bigint; fee: bigint; tx: ServiceTransaction } | undefined;
+    for (let tries = 1; !submitted; tries++) {
+      this.#throwIfCallerLeft();
+      const lease = await this.#refuseUnless(() => this.#acquireSession(model.modelId));
+      try {
+        this.#throwIfCallerLeft();
+        const wire = sealPrompt(prompt, lease.session.publicKey, this.#binding(lease.session.sessionId));
+        const result = await chain.submitJobFor(
+          call.payment.wallet,
+          lease.session.sessionId,
+          call.payment.maxFee,
+          wire,
+        );
+        submitted = { lease, ...result };
+      } catch (error) {
+        const stale = ['SessionStateInvalid', 'WorkerNotActive', 'NotSessionWorker'].includes(
+          revertOf(error)?.name ?? '',
+        );
+        if (stale && tries < SESSION_TRIES) {
+          await lease.discard();
+          continue;
+        }
+        await lease.release();
+        throw this.#submissionFailure(error);
+      }
+    }
+    await this.#serve(submitted.lease, submitted.jobId, submitted.fee, submitted.tx, prompt);
+  }
+
+  /** Runs the submitted job to its end: relay, verification, at most one reassignment, settlement. */
+  async #serve(
+    firstLease: SessionLease,
+    jobId: bigint,
+    fee: bigint,
+    tx: ServiceTransaction,
+    firstPrompt: PreparedPrompt,
+  ): Promise<void> {
+    const { chain, jobs, lifecycle, relay, workers, logger } = this.#o;
+    await jobs.track(jobId, this.#identity);
+    await jobs.claimRun(jobId, this.#holder, this.#o.runTtlMs);
+    let lease = firstLease;
+    let prompt = firstPrompt;
+    let attempt = 1;
+    let service: ServiceDescription = {
+      jobId,
+      sessionId: lease.session.sessionId,
+      txHash: tx.hash,
+      worker: lease.session.worker,
+      droppedMessages: prompt.droppedMessages,
+    };
+    await lifecycle.publish(this.#identity, JobLifecycleKind.SUBMITTED, {
+      jobId,
+      sessionId: service.sessionId,
+      attempt,
+      txHash: tx.hash,
+      worker: service.worker,
+      feeWei: fee,
+    });
+    const failedSessions = new Set<bigint>();
+    try {
+      for (;;) {
+        this.#hintJob(service, attempt, tx);
+        const outcome = await relay.follow({ jobId, attempt, replyKey: prompt.replyKey }, (text) =>
+          this.#delta(service, fee, text),
+        );
+        if (outcome.kind === 'committed') {
+          await lease.release();
+          await workers.acknowledgeFinal(jobId, attempt, true);
+          await lifecycle.publish(this.#identity, JobLifecycleKind.COMPLETED, {
+            jobId,
+            attempt,
+            worker: service.worker,
+            sessionId: service.sessionId,
+          });
+          await this.#deliver(outcome.text, service, fee, jobId, attempt);
+          return;
+        }
+        if (outcome.kind === 'mismatch') {
+          await lease.discard();
+          await this.#dispute(jobId, attempt, outcome, service);
+          return;
+        }
+        if (outcome.kind === 'undelivered') {
+          await lease.release();
+          await this.#fail(
+            new AppError('job_failed', { message: 'The worker committed an answer but never delivered it.' }),
+            service,
+          );
+          return;
+        }
+        // The attempt failed. Retry once in a new session, only if nothing reached the client yet.
+        await lease.discard();
+        failedSessions.add(service.sessionId);
+        logger.info({ jobId: jobId.toString(), attempt, reason: outcome.reason }, 'job attempt failed');
+        const failedJob = await this.#ensureFailed(jobId, outcome);
+        const parameters = await chain.reads.parameters();
+        const canRetry =
+          !this.#startedSent &&
+          failedJob?.state === JobState.Failed &&
+          attempt < parameters.maxAttempts &&
+          !this.#signal.aborted;
+        const retried = canRetry
+          ? await this.#reassign(jobId, attempt, failedSessions, service.worker, outcome.reason)
+          : undefined;
+        if (!retried) {
+          await this.#fail(
+            new AppError('job_failed', { message: `The job failed: ${outcome.reason}.` }),
+            service,
+          );
+          if (failedJob?.state === JobState.Failed) await this.#refund(jobId, failedJob.fee);
+          return;
+        }
+        ({ lease, prompt } = retried);
+        attempt += 1;
+        service = {
+          ...service,
+          sessionId: lease.session.sessionId,
+          worker: lease.session.worker,
+          txHash: retried.tx.hash,
+          droppedMessages: prompt.droppedMessages,
+        };
+        tx = retried.tx;
+      }
+    } finally {
+      await jobs.endRun(jobId, this.#holder);
+      await relay.retire(jobId);
+    }
+  }
+
+  #delta(service: ServiceDescription, fee: bigint, text: string): void {
+    if (!this.#call.stream || text.length === 0) return;
+    this.#start(service, fee);
+    this.#sentText += text;
+    this.#emit({ case: 'delta', text });
+  }
+
+  #start(service: ServiceDescription, fee: bigint): void {
+    if (this.#startedSent) return;
+    this.#startedSent = true;
+    this.#emit({ case: 'started', service, fee });
+  }
+
+  /** The divergence rules of docs/protocol.md, then the answer and its lifecycle event. */
+  async #deliver(
+    text: string,
+    service: ServiceDescription,
+    fee: bigint,
+    jobId: bigint,
+    attempt: number,
+  ): Promise<void> {
+    if (!text.startsWith(this.#sentText)) {
+      const error = new AppError('stream_diverged');
+      this.#emit({ case: 'failed', error, jobSubmitted: true });
+      await this.#o.lifecycle.publish(this.#identity, JobLifecycleKind.DIVERGED, {
+        jobId,
+        attempt,
+        failureCode: error.code,
+        sessionId: service.sessionId,
+      });
+      return;
+    }
+    const tail = text.slice(this.#sentText.length);
+    this.#start(service, fee);
+    if (this.#call.stream && tail.length > 0) this.#emit({ case: 'delta', text: tail });
+    this.#emit({ case: 'completed', text, service, charged: fee });
+    await this.#o.lifecycle.publish(this.#identity, JobLifecycleKind.ANSWERED, {
+      jobId,
+      attempt,
+      feeWei: fee,
+      sessionId: service.sessionId,
+      worker: service.worker,
+    });
+  }
+
+  async #dispute(
+    jobId: bigint,
+    attempt: number,
+    outcome: Extract<AttemptOutcome, { kind: 'mismatch' }>,
+    service: ServiceDescription,
+  ): Promise<void> {
+    const { chain, lifecycle, logger } = this.#o;
+    logger.warn(
+      { jobId: jobId.toString(), attempt, worker: service.worker },
+      'committed hash differs from the signed final: disputing',
+    );
+    await this.#fail(
+      new AppError('job_failed', {
+        message: "The worker's committed answer does not match the answer it delivered.",
+      }),
+      service,
+    );
+    try {
+      const dispute = await chain.disputeMismatch(
+        jobId,
+        attempt,
+        outcome.final.sealedAnswer,
+        outcome.final.workerSignature,
+      );
+      await lifecycle.publish(this.#identity, JobLifecycleKind.DISPUTED, {
+        jobId,
+        attempt,
+        txHash: dispute.hash,
+        worker: service.worker,
+      });
+      await lifecycle.publish(this.#identity, JobLifecycleKind.REFUNDED, {
+        jobId,
+        attempt,
+        txHash: dispute.hash,
+        feeWei: outcome.job.fee,
+      });
+      await this.#o.jobs.forget(jobId);
+    } catch (error) {
+      logger.error({ err: error, jobId: jobId.toString() }, 'dispute not sent');
+    }
+  }
+
+  async #fail(error: AppError, service: ServiceDescription): Promise<void> {
+    this.#emit({ case: 'failed', error, jobSubmitted: true });
+    await this.#o.lifecycle.publish(this.#identity, JobLifecycleKind.FAILED, {
+      jobId: service.jobId,
+      sessionId: service.sessionId,
+      failureCode: error.code,
+    });
+  }
+
+  /** Makes sure a failed attempt is Failed on chain: a job past its deadline is timed out. */
+  async #ensureFailed(jobId: bigint, outcome: Extract<AttemptOutcome, { kind: 'failed' }>) {
+    const { chain, logger } = this.#o;
+    let job = outcome.job;
+    if (job.state === JobState.Submitted) {
+      try {
+        await chain.timeoutJob(jobId);
+      } catch (error) {
+        // The worker's own failJob may have landed first; the state read below says.
+        logger.info({ err: error, jobId: jobId.toString() }, 'timeoutJob not sent');
+      }
+      job = await chain.reads.getJob(jobId);
+    }
+    return job;
+  }
+
+  async #reassign(
+    jobId: bigint,
+    failedAttempt: number,
+    failedSessions: ReadonlySet<bigint>,
+    failedWorker: string,
+    reason: string,
+  ) {
+    const { chain, lifecycle, logger } = this.#o;
+    this.#emit({ case: 'retrying', jobId, failedAttempt, reasonCode: 'job_failed' });
+    let lease: SessionLease | undefined;
+    try {
+      const { modelId } = await this.#o.catalogue.model(this.#call.model);
+      lease = await this.#acquireSession(modelId, failedSessions, new Set([failedWorker.toLowerCase()]));
+      const prompt = preparePrompt(this.#call.model, this.#call.messages);
+      const wire = sealPrompt(prompt, lease.session.publicKey, this.#binding(lease.session.sessionId));
+      const tx = await chain.reassignJob(jobId, lease.session.sessionId, wire);
+      await lifecycle.publish(this.#identity, JobLifecycleKind.REASSIGNED, {
+        jobId,
+        sessionId: lease.session.sessionId,
+        attempt: failedAttempt + 1,
+        txHash: tx.hash,
+        worker: lease.session.worker,
+      });
+      return { lease, prompt, tx };
+    } catch (error) {
+      await lease?.release();
+      logger.warn({ err: error, jobId: jobId.toString(), reason }, 'failed job not reassigned');
+      return undefined;
+    }
+  }
+
+  async #refund(jobId: bigint, fee: bigint): Promise<void> {
+    const { chain, lifecycle, jobs, logger } = this.#o;
+    try {
+      const refund = await chain.refundJob(jobId);
+      await lifecycle.publish(this.#identity, JobLifecycleKind.REFUNDED, {
+        jobId,
+        txHash: refund.hash,
+        feeWei: fee,
+      });
+      await jobs.forget(jobId);
+    } catch (error) {
+      logger.warn(
+        { err: error, jobId: jobId.toString() },
+        'refund not sent now; the keeper will refund the job',
+      );
+    }
+  }
+
+  #hintJob(service: ServiceDescription, attempt: number, tx: ServiceTransaction): void {
+    const submittedEvent = tx.events.find(
+      (event) => event.name === 'JobSubmitted' || event.name === 'JobReassigned',
+    );
+    const promptBlobHash =
+      submittedEvent && 'promptBlobHash' in submittedEvent.args
+        ? String(submittedEvent.args.promptBlobHash)
+        : undefined;
+    this.#o.workers.sendHint(service.worker, {
+      case: 'jobSubmitted',
+      value: {
+        hintId: `job-${service.jobId}-${attempt}`,
+        jobId: service.jobId.toString(),
+        sessionId: service.sessionId.toString(),
+        attempt,
+        ...(promptBlobHash ? { promptBlobHash: { hex: promptBlobHash } } : {}),
+        blockNumber: BigInt(tx.blockNumber),
+      },
+    });
+  }
+
+  async #checkRunnable() {
+    const { enabled, catalogue, workers } = this.#o;
+    if (!enabled)
+      throw new AppError('not_configured', { message: 'Completions are switched off on this server.' });
+    if (await catalogue.isPaused())
+      throw new AppError('not_configured', { message: 'JobRegistry is paused: no new jobs run.' });
+    const model = await catalogue.model(this.#call.model);
+    const live = await workers.live();
+    if (!live.some((worker) => worker.models.includes(model.name))) {
+      throw new AppError('not_configured', { message: `No linked worker serves ${model.name} now.` });
+    }
+    return model;
+  }
+
+  async #checkPayment(fee: bigint): Promise<void> {
+    const { chain, chainId } = this.#o;
+    const wallet = this.#call.payment.wallet;
+    const position = await chain.reads.delegatePosition(wallet, chain.principal);
+    const refusal = delegateRefusalOf(position, fee);
+    if (refusal) {
+      const context = {
+        chainId,
+        jobRegistry: chain.jobRegistry,
+        delegate: chain.principal,
+        chain: chain.reads,
+      };
+      throw delegatePaymentRefusal(refusal, context, wallet, position, fee);
+    }
+  }
+
+  #acquireSession(
+    modelId: string,
+    excludeSessions?: ReadonlySet<bigint>,
+    excludeWorkers?: ReadonlySet<string>,
+  ): Promise<SessionLease> {
+    const { lifecycle } = this.#o;
+    return this.#o.sessions.acquire({
+      owner: this.#call.payment.wallet,
+      model: this.#call.model,
+      modelId,
+      holder: this.#holder,
+      ...(this.#call.conversationId ? { conversationId: this.#call.conversationId } : {}),
+      ...(excludeSessions ? { excludeSessions } : {}),
+      ...(excludeWorkers ? { excludeWorkers } : {}),
+      onOpened: (sessionId, worker, tx) =>
+        void lifecycle.publish(this.#identity, JobLifecycleKind.SESSION_OPENED, {
+          sessionId,
+          worker,
+          txHash: tx.hash,
+        }),
+      onClaimed: (sessionId, worker) =>
+        void lifecycle.publish(this.#identity, JobLifecycleKind.SESSION_CLAIMED, { sessionId, worker }),
+    });
+  }
+
+  #binding(sessionId: bigint) {
+    return { chainId: this.#o.chainId, jobRegistry: this.#o.chain.jobRegistry, sessionId };
+  }
+
+  #throwIfCallerLeft(): void {
+    if (this.#signal.aborted)
+      throw new NotSubmitted(
+        new AppError('job_failed', { message: 'The caller left before the job was submitted.' }),
+      );
+  }
+
+  /** Runs a pre-submission step; its AppError (or a refused write) ends the call as not submitted. */
+  async #refuseUnless<T>(step: () => Promise<T>): Promise<T> {
+    try {
+      return await step();
+    } catch (error) {
+      if (isAppError(error)) throw new NotSubmitted(error);
+      if (error instanceof ContractRevertError)
+        throw new NotSubmitted(delegatePathErrorOf(error) ?? new AppError('job_failed', { cause: error }));
+      throw error;
+    }
+  }
+
+  #submissionFailure(error: unknown): Error {
+    const known = delegatePathErrorOf(error);
+    if (known) return new NotSubmitted(known);
+    // A simulation refused it: nothing was signed.
+    if (error instanceof ContractRevertError)
+      return new NotSubmitted(new AppError('job_failed', { cause: error }));
+    return error instanceof Error ? error : new Error(String(error));
+  }
+}

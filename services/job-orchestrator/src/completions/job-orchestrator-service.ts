@@ -1,0 +1,164 @@
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import type { GenService } from '@bufbuild/protobuf/codegenv2';
+import { AppError, type AppError as AppErrorType } from '@svc/platform';
+import type { CallContext, ServiceImpl } from '@svc/proto';
+import { ChatRole } from '@svc/proto/gen/svc/common/v1/chat_pb';
+import type { ApiErrorDetailsSchema } from '@svc/proto/gen/svc/common/v1/error_pb';
+import type { PaymentOption } from '@svc/proto/gen/svc/common/v1/payment_option_pb';
+import type { ServiceInfoSchema } from '@svc/proto/gen/svc/common/v1/service_info_pb';
+import type {
+  JobOrchestrator,
+  RunCompletionRequest,
+  RunCompletionResponseSchema,
+} from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
+import type { PromptRole } from '@svc/chain';
+import type { CompletionEvent, CompletionRunner, ServiceDescription } from './completion-runner.js';
+import type { ModelCatalogue } from './model-catalogue.js';
+
+type Methods = typeof JobOrchestrator extends GenService<infer S> ? S : never;
+type RunCompletionEvent = MessageInitShape<typeof RunCompletionResponseSchema>;
+
+const ROLES: Partial<Record<ChatRole, PromptRole>> = {
+  [ChatRole.SYSTEM]: 'system',
+  [ChatRole.DEVELOPER]: 'developer',
+  [ChatRole.USER]: 'user',
+  [ChatRole.ASSISTANT]: 'assistant',
+};
+
+/** The JobOrchestrator gRPC service over the catalogue and the completion runner. */
+export function jobOrchestratorHandlers(
+  catalogue: ModelCatalogue,
+  runner: CompletionRunner | undefined,
+): ServiceImpl<Methods> {
+  return {
+    async listModels() {
+      const models = await catalogue.runnable();
+      return { models: models.map((model) => ({ id: model.name })) };
+    },
+    async quoteFee(request) {
+      const model = await catalogue.model(request.model);
+      return { feeWei: { decimal: model.fee.toString() } };
+    },
+    runCompletion: (request, context) => runCompletion(runner, request, context),
+  };
+}
+
+async function* runCompletion(
+  runner: CompletionRunner | undefined,
+  request: RunCompletionRequest,
+  context: CallContext,
+): AsyncIterable<RunCompletionEvent> {
+  const refusal = runner
+    ? checkRequest(request)
+    : new AppError('not_configured', {
+        message: 'This server has no service signer: it runs no completions.',
+      });
+  if (refusal || !runner) {
+    yield failedEvent(refusal!, false);
+    return;
+  }
+  const payment = request.payment.value as Extract<
+    RunCompletionRequest['payment'],
+    { case: 'delegate' }
+  >['value'];
+  const events = runner.run(
+    {
+      requestId: request.requestId || context.requestId,
+      model: request.model,
+      messages: request.messages.map((message) => ({ role: ROLES[message.role]!, content: message.content })),
+      ...(request.conversationId ? { conversationId: request.conversationId } : {}),
+      stream: request.stream,
+      payment: {
+        wallet: payment.wallet!.hex,
+        keyId: payment.keyId,
+        reservationId: payment.reservationId,
+        maxFee: BigInt(payment.maxFeeWei!.decimal),
+      },
+    },
+    context.signal,
+  );
+  for await (const event of events) yield toResponse(event);
+}
+
+/** What the gateway guarantees, checked again: internal calls do not take the caller's word. */
+function checkRequest(request: RunCompletionRequest): AppErrorType | undefined {
+  if (request.payment.case === 'prepaidDebit') {
+    return new AppError('not_configured', { message: 'This server takes no per-call payments yet.' });
+  }
+  if (request.payment.case !== 'delegate') return invalid('a completion needs a payment');
+  const { wallet, maxFeeWei, reservationId } = request.payment.value;
+  if (!wallet || !/^0x[0-9a-fA-F]{40}$/.test(wallet.hex)) return invalid('payment.wallet is not an address');
+  if (!maxFeeWei || !/^\d{1,78}$/.test(maxFeeWei.decimal))
+    return invalid('payment.max_fee_wei is not a decimal amount');
+  if (!reservationId) return invalid('payment.reservation_id is empty');
+  if (request.conversationId.length > 64) return invalid('conversation_id is longer than 64 characters');
+  if (request.messages.length === 0) return invalid('messages is empty');
+  if (request.messages.some((message) => ROLES[message.role] === undefined))
+    return invalid('a message has no role');
+  if (request.messages.at(-1)!.role !== ChatRole.USER) return invalid("the last message must be the user's");
+  return undefined;
+}
+
+function invalid(message: string): AppErrorType {
+  return new AppError('invalid_request', { message });
+}
+
+function toResponse(event: CompletionEvent): RunCompletionEvent {
+  switch (event.case) {
+    case 'started':
+      return {
+        event: {
+          case: 'started',
+          value: { service: serviceInfo(event.service), feeWei: { decimal: event.fee.toString() } },
+        },
+      };
+    case 'delta':
+      return { event: { case: 'delta', value: { text: event.text } } };
+    case 'completed':
+      return {
+        event: {
+          case: 'completed',
+          value: {
+            text: event.text,
+            service: serviceInfo(event.service),
+            chargedWei: { decimal: event.charged.toString() },
+          },
+        },
+      };
+    case 'retrying':
+      return {
+        event: {
+          case: 'retrying',
+          value: {
+            jobId: event.jobId.toString(),
+            failedAttempt: event.failedAttempt,
+            reasonCode: event.reasonCode,
+          },
+        },
+      };
+    case 'failed':
+      return failedEvent(event.error, event.jobSubmitted);
+  }
+}
+
+function failedEvent(error: AppErrorType, jobSubmitted: boolean): RunCompletionEvent {
+  const details: MessageInitShape<typeof ApiErrorDetailsSchema> = {
+    code: error.code,
+    message: error.message,
+    accepts: (error.fields['accepts'] as PaymentOption[] | undefined) ?? [],
+    ...(error.retryAfterSeconds !== undefined
+      ? { retryAfterSeconds: Math.ceil(error.retryAfterSeconds) }
+      : {}),
+  };
+  return { event: { case: 'failed', value: { error: details, jobSubmitted } } };
+}
+
+function serviceInfo(service: ServiceDescription): MessageInitShape<typeof ServiceInfoSchema> {
+  return {
+    jobId: service.jobId.toString(),
+    sessionId: service.sessionId.toString(),
+    txHash: { hex: service.txHash.toLowerCase() },
+    worker: { hex: service.worker },
+    ...(service.droppedMessages > 0 ? { droppedMessages: service.droppedMessages } : {}),
+  };
+}

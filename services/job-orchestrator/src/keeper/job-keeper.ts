@@ -1,0 +1,233 @@
+import { JobState, ProtocolLogCursor, SessionState, type ProtocolEvent } from '@svc/chain';
+import type { Logger, Store } from '@svc/platform';
+import type { ServiceChain } from '../chain/service-chain.js';
+import { JobLifecycleKind, type LifecyclePublisher } from '../events/lifecycle-events.js';
+import { OPEN_SESSIONS_GROUP, sessionBusyKey, sessionPoolGroup } from '../sessions/session-pool.js';
+import type { TrackedJobs } from './tracked-jobs.js';
+
+export interface JobKeeperOptions {
+  readonly store: Pick<Store, 'locks' | 'values' | 'presence'>;
+  readonly chain: ServiceChain;
+  readonly jobs: TrackedJobs;
+  readonly lifecycle: LifecyclePublisher;
+  /** Identifies this replica in the leader lock. */
+  readonly replicaId: string;
+  readonly intervalMs: number;
+  /** First block to read when no cursor is stored (the deployment block). */
+  readonly fromBlock: number;
+  readonly confirmations: number;
+  /** An Active session idle this long (chain time) is closed, well before anyone may close it. */
+  readonly idleCloseSeconds: number;
+  /** Most jobs per `releaseJobs` transaction. */
+  readonly releaseBatchSize: number;
+  readonly logger: Logger;
+}
+
+const LEADER_LOCK = 'keeper:leader';
+const CURSOR_KEY = 'keeper:cursor';
+/** The stored cursor outlives any outage worth surviving; it is rewritten every batch. */
+const CURSOR_TTL_MS = 365 * 24 * 3_600_000;
+
+/**
+ * Drives every job the service submitted to a terminal state, whichever replica served it and whether or
+ * not that replica is still alive, and closes idle sessions. One replica leads at a time (a store lock
+ * renewed every round), so two replicas never send the same transaction.
+ *
+ * It follows JobRegistry's logs from a cursor kept in the store, turning what happened to tracked jobs
+ * into lifecycle events (released: the answer is paid for; refunded; disputed), and sweeps the tracked
+ * jobs for what time makes due: timing out overdue jobs, refunding failed ones, releasing completed ones
+ * after the dispute window (batched with `releaseJobs`). A job a live call is running is left to it.
+ */
+export class JobKeeper {
+  readonly #options: JobKeeperOptions;
+  readonly #abort = new AbortController();
+  #loop: Promise<void> | undefined;
+  #cursor: ProtocolLogCursor | undefined;
+
+  constructor(options: JobKeeperOptions) {
+    this.#options = options;
+  }
+
+  start(): void {
+    this.#loop ??= this.#run();
+  }
+
+  async stop(): Promise<void> {
+    this.#abort.abort();
+    await this.#loop;
+    await this.#options.store.locks.release(LEADER_LOCK, this.#options.replicaId).catch(() => false);
+  }
+
+  /** One round, when this replica leads: logs first, then the sweep. Exposed for tests. */
+  async round(): Promise<boolean> {
+    const { store, replicaId, intervalMs } = this.#options;
+    const lock = await store.locks.tryAcquire(LEADER_LOCK, replicaId, intervalMs * 3);
+    if (!lock.acquired) {
+      this.#cursor = undefined; // another replica moves the stored cursor meanwhile
+      return false;
+    }
+    await this.#followLogs();
+    await this.#sweepJobs();
+    await this.#sweepSessions();
+    return true;
+  }
+
+  async #run(): Promise<void> {
+    const signal = this.#abort.signal;
+    while (!signal.aborted) {
+      try {
+        await this.round();
+      } catch (error) {
+        this.#options.logger.warn({ err: error }, 'job keeper round failed; trying again next round');
+      }
+      await sleep(this.#options.intervalMs, signal);
+    }
+  }
+
+  async #followLogs(): Promise<void> {
+    const { store, chain, confirmations, fromBlock } = this.#options;
+    if (!this.#cursor) {
+      const stored = await store.values.get(CURSOR_KEY);
+      this.#cursor = new ProtocolLogCursor({
+        provider: chain.provider,
+        addresses: chain.reads.addresses,
+        fromBlock: stored === null ? fromBlock : Number(stored),
+        confirmations,
+        events: ['JobCompleted', 'JobReleased', 'JobRefunded', 'JobDisputed'],
+      });
+    }
+    for (;;) {
+      const before = this.#cursor.nextBlock;
+      const batch = await this.#cursor.next();
+      if (!batch) return;
+      try {
+        for (const event of batch.events) await this.#onEvent(event);
+      } catch (error) {
+        this.#cursor = undefined; // re-read from the stored position next round
+        throw error;
+      }
+      await store.values.set(CURSOR_KEY, String(this.#cursor.nextBlock), CURSOR_TTL_MS);
+      if (this.#cursor.nextBlock === before) return;
+    }
+  }
+
+  async #onEvent(event: ProtocolEvent): Promise<void> {
+    const { jobs, lifecycle } = this.#options;
+    if (!('jobId' in event.args)) return;
+    const jobId = event.args.jobId as bigint;
+    const tracked = await jobs.find(jobId);
+    if (!tracked) return;
+    const step = { jobId, txHash: event.transactionHash };
+    switch (event.name) {
+      case 'JobCompleted':
+        // The running call reports its own completion; this keeps the hold of an orphaned one alive.
+        if (!(await jobs.isRunning(jobId)))
+          await lifecycle.publish(tracked.call, JobLifecycleKind.COMPLETED, {
+            ...step,
+            worker: event.args.worker,
+          });
+        return;
+      case 'JobReleased': {
+        const fee = event.args.workerShare + event.args.protocolShare;
+        // The fee is paid out: the call is spent whether or not its answer reached the caller.
+        await lifecycle.publish(tracked.call, JobLifecycleKind.ANSWERED, { ...step, feeWei: fee });
+        await lifecycle.publish(tracked.call, JobLifecycleKind.RELEASED, { ...step, feeWei: fee });
+        await jobs.forget(jobId);
+        return;
+      }
+      case 'JobRefunded':
+        await lifecycle.publish(tracked.call, JobLifecycleKind.REFUNDED, {
+          ...step,
+          feeWei: event.args.amount,
+        });
+        await jobs.forget(jobId);
+        return;
+      case 'JobDisputed':
+        await lifecycle.publish(tracked.call, JobLifecycleKind.DISPUTED, step);
+        await jobs.forget(jobId);
+        return;
+      default:
+        return;
+    }
+  }
+
+  async #sweepJobs(): Promise<void> {
+    const { chain, jobs, lifecycle, logger, releaseBatchSize } = this.#options;
+    const [tracked, now, parameters] = await Promise.all([
+      jobs.list(),
+      chain.now(),
+      chain.reads.parameters(),
+    ]);
+    const releasable: bigint[] = [];
+    for (const { jobId, call } of tracked) {
+      if (await jobs.isRunning(jobId)) continue;
+      const job = await chain.reads.getJob(jobId);
+      try {
+        if (job.state === JobState.Submitted && now > job.deadline) {
+          await chain.timeoutJob(jobId);
+          logger.info({ jobId: jobId.toString() }, 'keeper timed out an overdue job');
+        } else if (job.state === JobState.Failed) {
+          await lifecycle.publish(call, JobLifecycleKind.FAILED, { jobId, failureCode: 'job_failed' });
+          await chain.refundJob(jobId);
+          logger.info({ jobId: jobId.toString() }, 'keeper refunded a failed job');
+        } else if (
+          job.state === JobState.Completed &&
+          now > job.completedAt + parameters.disputeWindowSeconds
+        ) {
+          releasable.push(jobId);
+        } else if (job.state === JobState.Released || job.state === JobState.Refunded) {
+          // Ended before it was tracked here (or its event was missed): the logs have published it.
+          await jobs.forget(jobId);
+        }
+      } catch (error) {
+        logger.warn({ err: error, jobId: jobId.toString() }, 'keeper could not advance a job');
+      }
+    }
+    for (let start = 0; start < releasable.length; start += releaseBatchSize) {
+      const batch = releasable.slice(start, start + releaseBatchSize);
+      await chain.releaseJobs(batch);
+      logger.info({ jobs: batch.map(String) }, 'keeper released completed jobs');
+    }
+  }
+
+  async #sweepSessions(): Promise<void> {
+    const { store, chain, idleCloseSeconds, logger } = this.#options;
+    const now = await chain.now();
+    for (const entry of await store.presence.list(OPEN_SESSIONS_GROUP)) {
+      const sessionId = BigInt(entry.member);
+      // A session held by a call is busy, not idle.
+      if ((await store.locks.holder(sessionBusyKey(sessionId))) !== null) continue;
+      const session = await chain.reads.getSession(sessionId);
+      const idle =
+        (session.state === SessionState.Active && now - session.lastActivityAt > idleCloseSeconds) ||
+        (session.state === SessionState.Open && now > session.claimDeadline);
+      if (session.state !== SessionState.Closed && !idle) continue;
+      await store.presence.withdraw(sessionPoolGroup(session.owner, session.modelId), entry.member);
+      if (session.state !== SessionState.Closed) {
+        try {
+          await chain.closeSession(sessionId);
+          logger.info({ sessionId: entry.member }, 'keeper closed an idle session');
+        } catch (error) {
+          logger.warn({ err: error, sessionId: entry.member }, 'keeper could not close a session');
+          continue;
+        }
+      }
+      await store.presence.withdraw(OPEN_SESSIONS_GROUP, entry.member);
+    }
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      { once: true },
+    );
+  });
+}

@@ -1,0 +1,69 @@
+import type { Store } from '@svc/platform';
+import type { CallIdentity } from '../events/lifecycle-events.js';
+
+/** A job the service submitted and has not seen to a terminal state yet. */
+export interface TrackedJob {
+  readonly jobId: bigint;
+  readonly call: CallIdentity;
+}
+
+const TRACKED_JOBS_GROUP = 'jobs:tracked';
+/** Far beyond any job's life (timeout, refund grace, dispute window): only a lost entry ever lapses. */
+const TRACKED_TTL_MS = 7 * 24 * 3_600_000;
+
+/**
+ * The service's jobs in the shared store, written when a job is submitted and dropped when it is
+ * released or refunded, so the keeper of any replica can drive them to the end and tell the key-service
+ * which reservation each one settles. The call that runs a job holds its `running` lock; the keeper
+ * leaves a job alone while that lock is held.
+ */
+export class TrackedJobs {
+  constructor(private readonly store: Pick<Store, 'presence' | 'locks'>) {}
+
+  async track(jobId: bigint, call: CallIdentity): Promise<void> {
+    await this.store.presence.announce(
+      TRACKED_JOBS_GROUP,
+      jobId.toString(),
+      JSON.stringify(call),
+      TRACKED_TTL_MS,
+    );
+  }
+
+  async forget(jobId: bigint): Promise<void> {
+    await this.store.presence.withdraw(TRACKED_JOBS_GROUP, jobId.toString());
+  }
+
+  async list(): Promise<TrackedJob[]> {
+    const entries = await this.store.presence.list(TRACKED_JOBS_GROUP);
+    const jobs: TrackedJob[] = [];
+    for (const entry of entries) {
+      try {
+        jobs.push({ jobId: BigInt(entry.member), call: JSON.parse(entry.value) as CallIdentity });
+      } catch {
+        // Not ours to parse: skip it rather than stall the keeper.
+      }
+    }
+    return jobs;
+  }
+
+  async find(jobId: bigint): Promise<TrackedJob | undefined> {
+    return (await this.list()).find((job) => job.jobId === jobId);
+  }
+
+  /** Marks the job as run by `holder` (a call) for `ttlMs`; false when someone else runs it. */
+  async claimRun(jobId: bigint, holder: string, ttlMs: number): Promise<boolean> {
+    return (await this.store.locks.tryAcquire(runningKey(jobId), holder, ttlMs)).acquired;
+  }
+
+  async endRun(jobId: bigint, holder: string): Promise<void> {
+    await this.store.locks.release(runningKey(jobId), holder);
+  }
+
+  async isRunning(jobId: bigint): Promise<boolean> {
+    return (await this.store.locks.holder(runningKey(jobId))) !== null;
+  }
+}
+
+function runningKey(jobId: bigint): string {
+  return `jobs:running:${jobId}`;
+}

@@ -1,0 +1,311 @@
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { getBytes } from 'ethers';
+import { SessionState } from '@svc/chain';
+import { AppError, type Logger, type Store } from '@svc/platform';
+import type { LinkedWorkers } from '../link/worker-link-server.js';
+import type { LiveWorker } from '../link/worker-presence.js';
+import { revertOf, type ServiceChain, type ServiceTransaction } from '../chain/service-chain.js';
+
+/** A claimed session the service holds for an (owner, model) pair, as the pool records it. */
+export interface PooledSession {
+  readonly sessionId: bigint;
+  readonly owner: string;
+  readonly model: string;
+  readonly modelId: string;
+  readonly worker: string;
+  /** The session's P-256 public key the worker published in `claimSession`. */
+  readonly publicKey: Uint8Array;
+}
+
+/** One session held for one job; `release` hands it back to the pool (exactly once). */
+export interface SessionLease {
+  readonly session: PooledSession;
+  /** True when the session was opened for this call. */
+  readonly opened: boolean;
+  release(): Promise<void>;
+  /** Takes the session out of the pool for good (it broke); the keeper closes it. */
+  discard(): Promise<void>;
+}
+
+export interface SessionRequest {
+  readonly owner: string;
+  readonly model: string;
+  readonly modelId: string;
+  /** Who holds the session while the job runs (the call's id). */
+  readonly holder: string;
+  readonly conversationId?: string;
+  /** Sessions not to use (a retry must run in a new session). */
+  readonly excludeSessions?: ReadonlySet<bigint>;
+  /** Workers not to open a session with (the one that just failed the job). */
+  readonly excludeWorkers?: ReadonlySet<string>;
+  readonly onOpened?: (sessionId: bigint, worker: string, tx: ServiceTransaction) => void;
+  readonly onClaimed?: (sessionId: bigint, worker: string) => void;
+}
+
+export interface SessionPoolOptions {
+  readonly store: Pick<Store, 'presence' | 'locks' | 'values' | 'rateWindows'>;
+  readonly chain: ServiceChain;
+  readonly workers: Pick<LinkedWorkers, 'live' | 'sendHint'>;
+  /** New sessions per minute, server-wide. */
+  readonly opensPerMinute: number;
+  /** How long a job may hold its session before the lock lapses (beyond the job's deadline). */
+  readonly holdTtlMs: number;
+  /** A pooled session unused this long leaves the pool (and the keeper closes it). */
+  readonly idleTtlMs: number;
+  /** How long a conversation remembers the session that last served it. */
+  readonly affinityTtlMs: number;
+  readonly claimPollIntervalMs: number;
+  readonly logger: Logger;
+}
+
+/** Every session the service opened and has not closed: the keeper's list for idle closing. */
+export const OPEN_SESSIONS_GROUP = 'sessions:open';
+const SESSION_OPENS_KEY = 'sessions:opens';
+const MINUTE_MS = 60_000;
+
+/**
+ * Sessions pooled per (owner, model) in the shared store, one job at a time per session (a store lock),
+ * so every replica draws from the same pool. A call prefers the session that last served its
+ * conversation, then any free one, and only then opens a new session with the least loaded linked
+ * worker that serves the model; opens are limited per minute server-wide.
+ */
+export class SessionPool {
+  readonly #options: SessionPoolOptions;
+
+  constructor(options: SessionPoolOptions) {
+    this.#options = options;
+  }
+
+  async acquire(request: SessionRequest): Promise<SessionLease> {
+    const live = await this.#options.workers.live();
+    const pooled = await this.#takePooled(request, live);
+    if (pooled) return pooled;
+    return this.#open(request, live);
+  }
+
+  async #takePooled(request: SessionRequest, live: readonly LiveWorker[]): Promise<SessionLease | undefined> {
+    const { store } = this.#options;
+    const group = sessionPoolGroup(request.owner, request.modelId);
+    const liveWorkers = new Set(live.map((worker) => worker.address.toLowerCase()));
+    const entries = (await store.presence.list(group))
+      .map((entry) => parsePooled(entry.value))
+      .filter((session): session is PooledSession => session !== undefined);
+    const preferred = request.conversationId
+      ? await store.values.get(affinityKey(request.owner, request.modelId, request.conversationId))
+      : null;
+    entries.sort(
+      (a, b) => Number(b.sessionId.toString() === preferred) - Number(a.sessionId.toString() === preferred),
+    );
+    for (const session of entries) {
+      if (request.excludeSessions?.has(session.sessionId)) continue;
+      if (request.excludeWorkers?.has(session.worker.toLowerCase())) continue;
+      if (!liveWorkers.has(session.worker.toLowerCase())) {
+        // Its worker vanished: the session cannot serve; replace it with a new one.
+        await this.#retire(session, 'its worker is not linked');
+        continue;
+      }
+      const lock = await store.locks.tryAcquire(
+        sessionBusyKey(session.sessionId),
+        request.holder,
+        this.#options.holdTtlMs,
+      );
+      if (lock.acquired) return this.#lease(session, request, false);
+    }
+    return undefined;
+  }
+
+  async #open(request: SessionRequest, live: readonly LiveWorker[]): Promise<SessionLease> {
+    const { store, chain, logger } = this.#options;
+    const candidates = live
+      .filter(
+        (worker) =>
+          worker.models.includes(request.model) &&
+          worker.freeSessionSlots > 0 &&
+          worker.freeJobSlots > 0 &&
+          !request.excludeWorkers?.has(worker.address.toLowerCase()),
+      )
+      .sort((a, b) => b.freeJobSlots - a.freeJobSlots || b.freeSessionSlots - a.freeSessionSlots);
+    if (candidates.length === 0) {
+      throw new AppError('no_worker_available', {
+        message: `No linked worker has room for a new session of ${request.model} now; try again shortly.`,
+        retryAfterSeconds: 5,
+      });
+    }
+    const verdict = await store.rateWindows.hit(SESSION_OPENS_KEY, this.#options.opensPerMinute, MINUTE_MS);
+    if (!verdict.allowed) {
+      throw new AppError('session_open_limit_exceeded', {
+        retryAfterSeconds: Math.max(1, Math.ceil(verdict.retryAfterMs / 1000)),
+      });
+    }
+    for (const worker of candidates) {
+      let opened: Awaited<ReturnType<ServiceChain['openSession']>>;
+      try {
+        opened = await chain.openSession(request.owner, request.modelId, worker.address);
+      } catch (error) {
+        const revert = revertOf(error)?.name;
+        // The registry and the presence disagree for a moment (deregistered, models changed): next worker.
+        if (revert === 'WorkerNotActive' || revert === 'WorkerDoesNotServeModel') continue;
+        throw error;
+      }
+      const { sessionId, claimDeadline, tx } = opened;
+      request.onOpened?.(sessionId, worker.address, tx);
+      await store.presence.announce(
+        OPEN_SESSIONS_GROUP,
+        sessionId.toString(),
+        JSON.stringify({ owner: request.owner, modelId: request.modelId, worker: worker.address }),
+        // The keeper closes it long before this; the TTL only keeps a lost entry from living forever.
+        7 * 24 * 3_600_000,
+      );
+      await store.locks.tryAcquire(sessionBusyKey(sessionId), request.holder, this.#options.holdTtlMs);
+      this.#options.workers.sendHint(worker.address, {
+        case: 'sessionOpened',
+        value: {
+          hintId: `session-${sessionId}`,
+          sessionId: sessionId.toString(),
+          model: request.model,
+          claimDeadline: timestampFromDate(new Date(claimDeadline * 1000)),
+        },
+      });
+      const publicKey = await this.#awaitClaim(sessionId, claimDeadline);
+      if (!publicKey) {
+        await this.#retire(
+          {
+            sessionId,
+            owner: request.owner,
+            model: request.model,
+            modelId: request.modelId,
+            worker: worker.address,
+            publicKey: new Uint8Array(),
+          },
+          'not claimed in time',
+        );
+        throw new AppError('no_worker_available', {
+          message: `The worker picked for a new session of ${request.model} did not claim it within the claim window; try again.`,
+          retryAfterSeconds: 1,
+        });
+      }
+      request.onClaimed?.(sessionId, worker.address);
+      logger.info(
+        { sessionId: sessionId.toString(), worker: worker.address, model: request.model },
+        'session opened and claimed',
+      );
+      const session: PooledSession = {
+        sessionId,
+        owner: request.owner,
+        model: request.model,
+        modelId: request.modelId,
+        worker: worker.address,
+        publicKey,
+      };
+      return this.#lease(session, request, true);
+    }
+    throw new AppError('no_worker_available', {
+      message: `No registered worker could take a session of ${request.model}; try again shortly.`,
+      retryAfterSeconds: 5,
+    });
+  }
+
+  /** The session's public key once its worker claimed it; undefined once the claim window passed (chain time). */
+  async #awaitClaim(sessionId: bigint, claimDeadline: number): Promise<Uint8Array | undefined> {
+    const { chain, claimPollIntervalMs } = this.#options;
+    for (;;) {
+      const session = await chain.reads.getSession(sessionId);
+      if (session.state === SessionState.Active) return getBytes(session.publicKey);
+      if (session.state !== SessionState.Open) return undefined;
+      if ((await chain.now()) > claimDeadline) {
+        // One last look: a claim mined in the deadline's own block counts.
+        const last = await chain.reads.getSession(sessionId);
+        return last.state === SessionState.Active ? getBytes(last.publicKey) : undefined;
+      }
+      await new Promise((resolve) => setTimeout(resolve, claimPollIntervalMs));
+    }
+  }
+
+  #lease(session: PooledSession, request: SessionRequest, opened: boolean): SessionLease {
+    const { store, idleTtlMs, affinityTtlMs } = this.#options;
+    let done = false;
+    const finish = async (keep: boolean): Promise<void> => {
+      if (done) return;
+      done = true;
+      if (keep) {
+        await store.presence.announce(
+          sessionPoolGroup(session.owner, session.modelId),
+          session.sessionId.toString(),
+          serializePooled(session),
+          idleTtlMs,
+        );
+        if (request.conversationId)
+          await store.values.set(
+            affinityKey(session.owner, session.modelId, request.conversationId),
+            session.sessionId.toString(),
+            affinityTtlMs,
+          );
+      } else {
+        await this.#retire(session, 'discarded after a failure');
+      }
+      await store.locks.release(sessionBusyKey(session.sessionId), request.holder);
+    };
+    return { session, opened, release: () => finish(true), discard: () => finish(false) };
+  }
+
+  /** Takes a session out of the pool and closes it on chain in the background (the keeper retries). */
+  async #retire(session: PooledSession, why: string): Promise<void> {
+    const { store, chain, logger } = this.#options;
+    await store.presence.withdraw(
+      sessionPoolGroup(session.owner, session.modelId),
+      session.sessionId.toString(),
+    );
+    logger.info(
+      { sessionId: session.sessionId.toString(), worker: session.worker, why },
+      'session leaves the pool',
+    );
+    void chain
+      .closeSession(session.sessionId)
+      .then(() => store.presence.withdraw(OPEN_SESSIONS_GROUP, session.sessionId.toString()))
+      .catch((error: unknown) =>
+        logger.warn(
+          { err: error, sessionId: session.sessionId.toString() },
+          'session not closed now; the keeper will close it',
+        ),
+      );
+  }
+}
+
+export function sessionPoolGroup(owner: string, modelId: string): string {
+  return `sessions:pool:${owner.toLowerCase()}:${modelId.toLowerCase()}`;
+}
+
+export function sessionBusyKey(sessionId: bigint): string {
+  return `sessions:busy:${sessionId}`;
+}
+
+function affinityKey(owner: string, modelId: string, conversationId: string): string {
+  return `sessions:conversation:${owner.toLowerCase()}:${modelId.toLowerCase()}:${conversationId}`;
+}
+
+function serializePooled(session: PooledSession): string {
+  return JSON.stringify({
+    sessionId: session.sessionId.toString(),
+    owner: session.owner,
+    model: session.model,
+    modelId: session.modelId,
+    worker: session.worker,
+    publicKey: Buffer.from(session.publicKey).toString('hex'),
+  });
+}
+
+function parsePooled(value: string): PooledSession | undefined {
+  try {
+    const raw = JSON.parse(value) as Record<string, string>;
+    return {
+      sessionId: BigInt(raw.sessionId!),
+      owner: raw.owner!,
+      model: raw.model!,
+      modelId: raw.modelId!,
+      worker: raw.worker!,
+      publicKey: new Uint8Array(Buffer.from(raw.publicKey!, 'hex')),
+    };
+  } catch {
+    return undefined;
+  }
+}

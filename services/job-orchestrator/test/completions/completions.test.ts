@@ -1,0 +1,253 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { parseEther } from 'ethers';
+import { JobState, MAX_PROMPT_PLAINTEXT_BYTES } from '@svc/chain';
+import { connectJobRegistry } from '@svc/contracts';
+import { MemoryStore } from '@svc/platform';
+import { ChatRole } from '@svc/proto/gen/svc/common/v1/chat_pb';
+import { JobLifecycleKind } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
+import { useDevnet, waitUntil } from '@svc/testkit';
+import { deterministicAnswer } from '@svc/worker';
+import { DEPLOYED_MODELS, MODEL } from '../support/models.js';
+import {
+  completionOf,
+  deliveredText,
+  failureOf,
+  prepareServiceAccounts,
+  shapeOf,
+  startCompletionStack,
+  type CompletionStack,
+} from '../support/completion-stack.js';
+import { fundedWallet } from '../support/reference-worker.js';
+
+const devnet = useDevnet({ models: DEPLOYED_MODELS, warmBlobs: true, accounts: 14 });
+let stack: CompletionStack;
+
+beforeAll(async () => {
+  await prepareServiceAccounts(devnet());
+  stack = await startCompletionStack(devnet(), { store: new MemoryStore() });
+  await stack.startWorker();
+  await stack.startWorker();
+}, 120_000);
+
+afterAll(async () => {
+  await stack?.stop();
+});
+
+describe('RunCompletion on the delegate path', () => {
+  it('streams a verified answer of a job submitted on chain, and publishes every step', async () => {
+    const wallet = await stack.payingWallet();
+    const events = await stack.complete(wallet.address, 'hello orchestrator');
+
+    expect(shapeOf(events)).toEqual(['started', 'delta', 'completed']);
+    const expected = deterministicAnswer([{ role: 'user', content: 'hello orchestrator' }]);
+    expect(deliveredText(events)).toBe(expected);
+    const completed = completionOf(events)!;
+    expect(completed.text).toBe(expected);
+    expect(completed.chargedWei?.decimal).toBe(MODEL.feeWei.toString());
+    const first = events[0];
+    const started = first?.case === 'started' ? first.value : undefined;
+    expect(started?.service).toEqual(completed.service);
+    expect(started?.service?.droppedMessages).toBeUndefined();
+
+    const jobId = BigInt(completed.service!.jobId);
+    const job = await stack.chain.getJob(jobId);
+    expect(job.state).toBe(JobState.Completed);
+    expect(job.payer).toBe(wallet.address);
+    expect(job.sessionId).toBe(BigInt(completed.service!.sessionId));
+    expect(job.worker).toBe(completed.service!.worker!.hex);
+    const receipt = await devnet().provider.getTransactionReceipt(completed.service!.txHash!.hex);
+    expect(receipt?.status).toBe(1);
+    expect((await devnet().provider.getTransaction(receipt!.hash))?.type).toBe(3);
+
+    await waitUntil(
+      async () => stack.events,
+      (published) =>
+        published.some(
+          (event) => event.kind === JobLifecycleKind.ANSWERED && event.jobId === jobId.toString(),
+        ),
+      { what: 'the answered event', timeoutMs: 5_000 },
+    );
+    const reservation = stack.events.find((event) => event.jobId === jobId.toString())!.reservationId;
+    const kinds = stack.events
+      .filter((event) => event.reservationId === reservation)
+      .map((event) => event.kind);
+    expect(kinds).toEqual([
+      JobLifecycleKind.REQUESTED,
+      JobLifecycleKind.SESSION_OPENED,
+      JobLifecycleKind.SESSION_CLAIMED,
+      JobLifecycleKind.SUBMITTED,
+      JobLifecycleKind.COMPLETED,
+      JobLifecycleKind.ANSWERED,
+    ]);
+    const answered = stack.events.find(
+      (event) => event.reservationId === reservation && event.kind === JobLifecycleKind.ANSWERED,
+    )!;
+    expect(answered.feeWei?.decimal).toBe(MODEL.feeWei.toString());
+    expect(answered.payer?.hex).toBe(wallet.address);
+  });
+
+  it('answers a non-streamed call with the committed text only', async () => {
+    const wallet = await stack.payingWallet();
+    const events = await stack.complete(wallet.address, 'no stream please', { stream: false });
+    expect(shapeOf(events)).toEqual(['started', 'completed']);
+    expect(completionOf(events)!.text).toBe(
+      deterministicAnswer([{ role: 'user', content: 'no stream please' }]),
+    );
+  });
+
+  it('reuses one pooled session for sequential calls and opens a second for a concurrent one', async () => {
+    const wallet = await stack.payingWallet();
+    const sessions: string[] = [];
+    for (let call = 0; call < 5; call++) {
+      const events = await stack.complete(wallet.address, `sequential ${call}`);
+      sessions.push(completionOf(events)!.service!.sessionId);
+    }
+    expect(new Set(sessions).size).toBe(1);
+
+    const concurrent = await Promise.all([
+      stack.complete(wallet.address, 'together 1'),
+      stack.complete(wallet.address, 'together 2'),
+    ]);
+    const used = concurrent.map((events) => completionOf(events)!.service!.sessionId);
+    expect(new Set(used).size).toBe(2);
+    expect(used).toContain(sessions[0]);
+  });
+
+  it('prefers the session that last served a conversation when it is free', async () => {
+    const wallet = await stack.payingWallet();
+    // Two sessions in the pool: two concurrent calls, each a different conversation.
+    const [first, second] = await Promise.all([
+      stack.complete(wallet.address, 'conversation a', { conversationId: 'conv-a' }),
+      stack.complete(wallet.address, 'conversation b', { conversationId: 'conv-b' }),
+    ]);
+    const sessionA = completionOf(first!)!.service!.sessionId;
+    const sessionB = completionOf(second!)!.service!.sessionId;
+    expect(sessionA).not.toBe(sessionB);
+    for (const round of [1, 2, 3]) {
+      const b = await stack.complete(wallet.address, `b again ${round}`, { conversationId: 'conv-b' });
+      expect(completionOf(b)!.service!.sessionId).toBe(sessionB);
+      const a = await stack.complete(wallet.address, `a again ${round}`, { conversationId: 'conv-a' });
+      expect(completionOf(a)!.service!.sessionId).toBe(sessionA);
+    }
+  });
+
+  it('drops the oldest non-system messages to fit one blob and reports how many', async () => {
+    const wallet = await stack.payingWallet();
+    const big = 'x'.repeat(30_000);
+    const messages = [
+      { role: ChatRole.SYSTEM, content: 'be brief' },
+      ...Array.from({ length: 6 }, (_, index) => ({
+        role: index % 2 === 0 ? ChatRole.USER : ChatRole.ASSISTANT,
+        content: `${index} ${big}`,
+      })),
+      { role: ChatRole.USER, content: 'the question' },
+    ];
+    const events = await stack.complete(wallet.address, messages);
+    const completed = completionOf(events)!;
+    // Six history messages of ~30 KB do not fit in 126,878 bytes; the system message, the last four of the
+    // history and the question do: the two oldest history messages go, the system message stays.
+    expect(completed.service!.droppedMessages).toBe(2);
+    const kept = [messages[0]!, ...messages.slice(3)].map((message) => ({
+      role:
+        message.role === ChatRole.SYSTEM ? 'system' : message.role === ChatRole.USER ? 'user' : 'assistant',
+      content: message.content,
+    })) as Parameters<typeof deterministicAnswer>[0];
+    expect(completed.text).toBe(deterministicAnswer(kept));
+  });
+
+  it('refuses context_length_exceeded when the system messages and the last turn alone do not fit', async () => {
+    const wallet = await stack.payingWallet();
+    const before = await stack.chain.prepaidBalanceOf(wallet.address);
+    const events = await stack.complete(wallet.address, [
+      { role: ChatRole.SYSTEM, content: 's'.repeat(MAX_PROMPT_PLAINTEXT_BYTES / 2) },
+      { role: ChatRole.USER, content: 'u'.repeat(MAX_PROMPT_PLAINTEXT_BYTES / 2) },
+    ]);
+    expect(failureOf(events)).toMatchObject({
+      error: { code: 'context_length_exceeded' },
+      jobSubmitted: false,
+    });
+    expect(await stack.chain.prepaidBalanceOf(wallet.address)).toBe(before);
+  });
+});
+
+describe('payment checks before anything is spent', () => {
+  async function expect402(wallet: string, code: string) {
+    const events = await stack.complete(wallet, 'pay me');
+    expect(shapeOf(events)).toEqual(['failed']);
+    const failed = failureOf(events)!;
+    expect(failed).toMatchObject({ error: { code }, jobSubmitted: false });
+    const option = failed.error!.accepts[0]!;
+    expect(option.scheme.case).toBe('delegate');
+    return option.scheme.case === 'delegate' ? option.scheme.value : undefined;
+  }
+
+  it('delegate_not_authorized, with a depositAndAuthorize transaction that makes the call payable', async () => {
+    const wallet = (await fundedWallet(devnet())).connect(devnet().provider);
+    const option = (await expect402(wallet.address, 'delegate_not_authorized'))!;
+    const registry = connectJobRegistry(devnet().deployment.jobRegistryAddress, wallet);
+    expect(option).toMatchObject({
+      chainId: BigInt(devnet().anvil.chainId),
+      payer: { hex: wallet.address },
+      delegate: { hex: stack.signer },
+      instruction: {
+        contract: { hex: devnet().deployment.jobRegistryAddress },
+        function: 'depositAndAuthorize(address)',
+        args: [stack.signer],
+        minimumValueWei: { decimal: MODEL.feeWei.toString() },
+      },
+      transaction: {
+        to: { hex: devnet().deployment.jobRegistryAddress },
+        data: registry.interface.encodeFunctionData('depositAndAuthorize', [stack.signer]),
+        value: { decimal: MODEL.feeWei.toString() },
+        chainId: BigInt(devnet().anvil.chainId),
+      },
+    });
+    await (
+      await wallet.sendTransaction({
+        to: option.transaction!.to!.hex,
+        data: option.transaction!.data,
+        value: BigInt(option.transaction!.value!.decimal),
+      })
+    ).wait();
+    const events = await stack.complete(wallet.address, 'pay me');
+    expect(shapeOf(events)).toEqual(['started', 'delta', 'completed']);
+    expect(await stack.chain.prepaidBalanceOf(wallet.address)).toBe(0n);
+  });
+
+  it('insufficient_balance when the balance is short, asking for the difference', async () => {
+    const wallet = await stack.payingWallet(MODEL.feeWei);
+    const registry = connectJobRegistry(devnet().deployment.jobRegistryAddress, wallet);
+    await (await registry.withdrawBalance(MODEL.feeWei / 4n)).wait();
+    const option = (await expect402(wallet.address, 'insufficient_balance'))!;
+    expect(option.instruction?.minimumValueWei?.decimal).toBe((MODEL.feeWei / 4n).toString());
+  });
+
+  it('allowance_exhausted when the signer may spend less than the fee', async () => {
+    const wallet = await stack.payingWallet(parseEther('1'));
+    const registry = connectJobRegistry(devnet().deployment.jobRegistryAddress, wallet);
+    await (await registry.setDelegateAllowance(stack.signer, 1n)).wait();
+    const option = (await expect402(wallet.address, 'allowance_exhausted'))!;
+    expect(option.instruction?.minimumValueWei?.decimal).toBe((MODEL.feeWei - 1n).toString());
+  });
+
+  it('model_not_found for a model JobRegistry does not configure, and invalid_request for a bad payment', async () => {
+    const wallet = await stack.payingWallet();
+    expect(failureOf(await stack.complete(wallet.address, 'hi', { model: 'no-such-model' }))).toMatchObject({
+      error: { code: 'model_not_found' },
+      jobSubmitted: false,
+    });
+    expect(
+      failureOf(await stack.complete(wallet.address, 'hi', { conversationId: 'c'.repeat(65) })),
+    ).toMatchObject({ error: { code: 'invalid_request' }, jobSubmitted: false });
+  });
+});
+
+describe('ListModels and QuoteFee', () => {
+  it('lists the configured models a live worker serves, and quotes the chain fee', async () => {
+    expect((await stack.client.listModels({})).models.map((model) => model.id)).toEqual([MODEL.name]);
+    expect((await stack.client.quoteFee({ model: MODEL.name })).feeWei?.decimal).toBe(
+      MODEL.feeWei.toString(),
+    );
+    await expect(stack.client.quoteFee({ model: 'nope' })).rejects.toMatchObject({ status: 5, appCode: 'model_not_found' });
+  });
+});
