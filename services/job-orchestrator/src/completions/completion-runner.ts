@@ -153,7 +153,7 @@ class CompletionRun {
   }
 
   async #runJob(): Promise<void> {
-    const { catalogue, chain, lifecycle } = this.#o;
+    const { chain, lifecycle } = this.#o;
     const call = this.#call;
     const model = await this.#refuseUnless(() => this.#checkRunnable());
     await lifecycle.publish(this.#identity, JobLifecycleKind.REQUESTED);

@@ -33,8 +33,8 @@ const CURSOR_TTL_MS = 365 * 24 * 3_600_000;
  * not that replica is still alive, and closes idle sessions. One replica leads at a time (a store lock
  * renewed every round), so two replicas never send the same transaction.
  *
- * It follows JobRegistry's logs from a cursor kept in the store, turning what happened to tracked jobs
- * into lifecycle events (released: the answer is paid for; refunded; disputed), and sweeps the tracked
+ * It follows JobRegistry's logs from a cursor kept in the store, turning how tracked jobs ended into
+ * lifecycle events (released: the answer is paid for, whoever saw it; refunded; disputed), and sweeps the tracked
  * jobs for what time makes due: timing out overdue jobs, refunding failed ones, releasing completed ones
  * after the dispute window (batched with `releaseJobs`). A job a live call is running is left to it.
  */
@@ -93,7 +93,7 @@ export class JobKeeper {
         addresses: chain.reads.addresses,
         fromBlock: stored === null ? fromBlock : Number(stored),
         confirmations,
-        events: ['JobCompleted', 'JobReleased', 'JobRefunded', 'JobDisputed'],
+        events: ['JobReleased', 'JobRefunded', 'JobDisputed'],
       });
     }
     for (;;) {
@@ -119,14 +119,6 @@ export class JobKeeper {
     if (!tracked) return;
     const step = { jobId, txHash: event.transactionHash };
     switch (event.name) {
-      case 'JobCompleted':
-        // The running call reports its own completion; this keeps the hold of an orphaned one alive.
-        if (!(await jobs.isRunning(jobId)))
-          await lifecycle.publish(tracked.call, JobLifecycleKind.COMPLETED, {
-            ...step,
-            worker: event.args.worker,
-          });
-        return;
       case 'JobReleased': {
         const fee = event.args.workerShare + event.args.protocolShare;
         // The fee is paid out: the call is spent whether or not its answer reached the caller.
@@ -220,14 +212,12 @@ export class JobKeeper {
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal.aborted) return resolve();
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener(
-      'abort',
-      () => {
-        clearTimeout(timer);
-        resolve();
-      },
-      { once: true },
-    );
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
   });
 }

@@ -248,6 +248,9 @@ describe('ListModels and QuoteFee', () => {
     expect((await stack.client.quoteFee({ model: MODEL.name })).feeWei?.decimal).toBe(
       MODEL.feeWei.toString(),
     );
-    await expect(stack.client.quoteFee({ model: 'nope' })).rejects.toMatchObject({ status: 5, appCode: 'model_not_found' });
+    await expect(stack.client.quoteFee({ model: 'nope' })).rejects.toMatchObject({
+      status: 5,
+      appCode: 'model_not_found',
+    });
   });
 });

@@ -1,4 +1,4 @@
-import { parseEther, Wallet } from 'ethers';
+import { parseEther, type Wallet } from 'ethers';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { connectJobRegistry } from '@svc/contracts';
 import { ChainClient } from '@svc/chain';
@@ -207,4 +207,9 @@ export function failureOf(events: CompletionEvents) {
 export function completionOf(events: CompletionEvents) {
   const completed = events.find((event) => event.case === 'completed');
   return completed?.case === 'completed' ? completed.value : undefined;
+}
+
+export function retryOf(events: CompletionEvents) {
+  const retrying = events.find((event) => event.case === 'retrying');
+  return retrying?.case === 'retrying' ? retrying.value : undefined;
 }

@@ -1,0 +1,222 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { JobState, SessionState } from '@svc/chain';
+import { MemoryStore } from '@svc/platform';
+import { JobLifecycleKind } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
+import { useDevnet, waitUntil } from '@svc/testkit';
+import { deterministicAnswer, restartedDeterministicAnswer } from '@svc/worker';
+import { ChainSide } from '../support/chain-side.js';
+import {
+  completionOf,
+  deliveredText,
+  failureOf,
+  prepareServiceAccounts,
+  retryOf,
+  shapeOf,
+  startCompletionStack,
+  type CompletionStack,
+} from '../support/completion-stack.js';
+import { withDroppingFrames, type DroppingFrames } from '../support/dropping-frames.js';
+import { DEPLOYED_MODELS, MODEL } from '../support/models.js';
+import { RawLink } from '../support/raw-link.js';
+import { fundedWallet, type ReferenceWorker } from '../support/reference-worker.js';
+
+// A short claim window, so the unclaimed-session case takes seconds.
+const devnet = useDevnet({
+  models: DEPLOYED_MODELS,
+  warmBlobs: true,
+  accounts: 14,
+  protocol: { claimWindowSeconds: 3 },
+});
+const memory = new MemoryStore();
+let frames: DroppingFrames;
+let stack: CompletionStack;
+/** Fails every job before its first chunk; takes new sessions first (more free job slots). */
+let faulty: ReferenceWorker;
+/** Answers, unless a prompt asks it for a fault. */
+let healthy: ReferenceWorker;
+
+beforeAll(async () => {
+  await prepareServiceAccounts(devnet());
+  const dropping = withDroppingFrames(memory);
+  frames = dropping.frames;
+  stack = await startCompletionStack(devnet(), { store: dropping.store });
+  faulty = await stack.startWorker({ fault: 'fail-before-first-chunk', capacity: 4 });
+  healthy = await stack.startWorker({ faultsFromPrompt: true, capacity: 2 });
+}, 120_000);
+
+afterAll(async () => {
+  await stack?.stop();
+  await memory.close();
+});
+
+function kindsOf(jobId: string): JobLifecycleKind[] {
+  const reservation = stack.events.find((event) => event.jobId === jobId)?.reservationId;
+  return stack.events.filter((event) => event.reservationId === reservation).map((event) => event.kind);
+}
+
+async function eventually(jobId: string, kind: JobLifecycleKind): Promise<void> {
+  await waitUntil(
+    async () => kindsOf(jobId),
+    (kinds) => kinds.includes(kind),
+    { what: `${JobLifecycleKind[kind]} of job ${jobId}`, timeoutMs: 10_000 },
+  );
+}
+
+describe('a job that fails before its first output', () => {
+  it('is reassigned once to a new session, with no second payment, and answered there', async () => {
+    const wallet = await stack.payingWallet();
+    const before = await stack.chain.delegatePosition(wallet.address, stack.signer);
+    const events = await stack.complete(wallet.address, 'retry me');
+
+    expect(shapeOf(events)).toEqual(['retrying', 'started', 'delta', 'completed']);
+    const retrying = retryOf(events);
+    const completed = completionOf(events)!;
+    expect(retrying).toMatchObject({
+      jobId: completed.service!.jobId,
+      failedAttempt: 1,
+      reasonCode: 'job_failed',
+    });
+    expect(completed.service!.worker!.hex).toBe(healthy.wallet.address);
+    expect(deliveredText(events)).toBe(deterministicAnswer([{ role: 'user', content: 'retry me' }]));
+
+    const job = await stack.chain.getJob(BigInt(completed.service!.jobId));
+    expect(job).toMatchObject({ attempt: 2, state: JobState.Completed, worker: healthy.wallet.address });
+    // One fee, taken once: the reassignment moved the escrowed fee.
+    const after = await stack.chain.delegatePosition(wallet.address, stack.signer);
+    expect(before.balance - after.balance).toBe(MODEL.feeWei);
+    expect(before.allowance - after.allowance).toBe(MODEL.feeWei);
+    await eventually(completed.service!.jobId, JobLifecycleKind.ANSWERED);
+    const submitted = stack.events.find(
+      (event) => event.jobId === completed.service!.jobId && event.kind === JobLifecycleKind.SUBMITTED,
+    );
+    expect(submitted?.worker?.hex).toBe(faulty.wallet.address);
+    expect(kindsOf(completed.service!.jobId)).toEqual(
+      expect.arrayContaining([
+        JobLifecycleKind.SUBMITTED,
+        JobLifecycleKind.REASSIGNED,
+        JobLifecycleKind.ANSWERED,
+      ]),
+    );
+  });
+
+  it('ends job_failed after the retry fails too, and the fee goes back to balance and allowance', async () => {
+    const wallet = await stack.payingWallet();
+    const before = await stack.chain.delegatePosition(wallet.address, stack.signer);
+    const events = await stack.complete(wallet.address, 'fail twice #fault:fail-before-first-chunk');
+
+    expect(shapeOf(events)).toEqual(['retrying', 'failed']);
+    expect(failureOf(events)).toMatchObject({ error: { code: 'job_failed' }, jobSubmitted: true });
+    const jobId = retryOf(events)!.jobId;
+    await eventually(jobId, JobLifecycleKind.REFUNDED);
+    expect((await stack.chain.getJob(BigInt(jobId))).state).toBe(JobState.Refunded);
+    expect(await stack.chain.delegatePosition(wallet.address, stack.signer)).toEqual(before);
+    expect(kindsOf(jobId)).toEqual(
+      expect.arrayContaining([JobLifecycleKind.FAILED, JobLifecycleKind.REFUNDED]),
+    );
+    expect(kindsOf(jobId)).not.toContain(JobLifecycleKind.ANSWERED);
+  });
+});
+
+describe('a job that fails after its first output', () => {
+  it('is not retried: the stream ends job_failed and the job is refunded', async () => {
+    const wallet = await stack.payingWallet();
+    // The first attempt fails on the faulty worker; the second, on the healthy one, fails mid-answer.
+    const events = await stack.complete(wallet.address, 'break midway #fault:fail-after-chunks=2');
+    expect(shapeOf(events)).toEqual(['retrying', 'started', 'delta', 'failed']);
+    expect(failureOf(events)).toMatchObject({ error: { code: 'job_failed' }, jobSubmitted: true });
+    const jobId = retryOf(events)!.jobId;
+    await eventually(jobId, JobLifecycleKind.REFUNDED);
+  });
+});
+
+describe('divergence', () => {
+  it('ends stream_diverged when the committed answer does not extend what was streamed', async () => {
+    const wallet = await stack.payingWallet();
+    const content = 'start over #fault:restart-after-chunks=2';
+    const events = await stack.complete(wallet.address, content);
+    expect(shapeOf(events)).toEqual(['retrying', 'started', 'delta', 'failed']);
+    expect(failureOf(events)).toMatchObject({ error: { code: 'stream_diverged' }, jobSubmitted: true });
+    const jobId = retryOf(events)!.jobId;
+    await eventually(jobId, JobLifecycleKind.DIVERGED);
+    expect(deliveredText(events)).not.toBe(restartedDeterministicAnswer([{ role: 'user', content }]));
+  });
+
+  it('sends the missing tail when what was streamed is a strict prefix of the committed answer', async () => {
+    const wallet = await stack.payingWallet();
+    // The second delta of the answering attempt is lost before it is stored: the relay stops at the gap.
+    frames.drop = (dedupId) => dedupId === '2:2';
+    try {
+      const events = await stack.complete(wallet.address, 'mind the gap');
+      const answer = deterministicAnswer([{ role: 'user', content: 'mind the gap' }]);
+      expect(frames.dropped).toContain('2:2');
+      expect(shapeOf(events)).toEqual(['retrying', 'started', 'delta', 'completed']);
+      const deltas = events.filter((event) => event.case === 'delta');
+      // The first delta, then the whole rest of the answer at once.
+      expect(deltas).toHaveLength(2);
+      expect(deliveredText(events)).toBe(answer);
+      expect(completionOf(events)!.text).toBe(answer);
+    } finally {
+      frames.drop = undefined;
+    }
+  });
+
+  it('disputes a committed hash that differs from the signed final, and the call fails', async () => {
+    const wallet = await stack.payingWallet();
+    const stakeBefore = await stack.chain.stakeOf(healthy.wallet.address);
+    const events = await stack.complete(wallet.address, 'lie to me #fault:commit-mismatched-hash', {
+      stream: false,
+    });
+    expect(shapeOf(events)).toEqual(['retrying', 'failed']);
+    expect(failureOf(events)).toMatchObject({ error: { code: 'job_failed' }, jobSubmitted: true });
+    const jobId = retryOf(events)!.jobId;
+    await eventually(jobId, JobLifecycleKind.DISPUTED);
+    expect((await stack.chain.getJob(BigInt(jobId))).state).toBe(JobState.Refunded);
+    expect(await stack.chain.stakeOf(healthy.wallet.address)).toBeLessThan(stakeBefore);
+  });
+});
+
+describe('a new session its worker never claims', () => {
+  it('is closed and the call answers no_worker_available, with nothing submitted', async () => {
+    // A registered worker that links and heartbeats with plenty of room, but never claims.
+    const silent = await fundedWallet(devnet());
+    await new ChainSide(devnet(), devnet().wallet(4)).registerWorker(silent);
+    const link = new RawLink(stack.running.grpcAddress!);
+    const beat = setInterval(
+      () =>
+        link.send({
+          case: 'heartbeat',
+          value: { models: [MODEL.name], freeJobSlots: 100, freeSessionSlots: 100 },
+        }),
+      100,
+    );
+    try {
+      expect(await link.handshake(silent.address, silent)).toMatchObject({ case: 'welcome' });
+      await waitUntil(
+        () => stack.instance.linkServer!.live(),
+        (live) => live.some((worker) => worker.address === silent.address),
+        { what: 'the silent worker linked', timeoutMs: 5_000 },
+      );
+      const wallet = await stack.payingWallet();
+      const before = await stack.chain.prepaidBalanceOf(wallet.address);
+      const started = Date.now();
+      const events = await stack.complete(wallet.address, 'anyone there?');
+      expect(failureOf(events)).toMatchObject({
+        error: { code: 'no_worker_available' },
+        jobSubmitted: false,
+      });
+      expect(Date.now() - started).toBeGreaterThanOrEqual(2_000);
+      expect(await stack.chain.prepaidBalanceOf(wallet.address)).toBe(before);
+      const opened = stack.events.find(
+        (event) => event.kind === JobLifecycleKind.SESSION_OPENED && event.worker?.hex === silent.address,
+      )!;
+      await waitUntil(
+        () => stack.chain.getSession(BigInt(opened.sessionId)),
+        (session) => session.state === SessionState.Closed,
+        { what: 'the unclaimed session closed', timeoutMs: 10_000 },
+      );
+    } finally {
+      clearInterval(beat);
+      link.close();
+    }
+  });
+});
