@@ -1,21 +1,24 @@
 import { join } from 'node:path';
 import { gatewayModule } from '@svc/gateway';
+import { jobOrchestratorModule } from '@svc/job-orchestrator';
 import { keyServiceModule } from '@svc/key-service';
-import type { Target, Unit } from '@svc/runtime';
+import type { SharedDependencies, Target, Unit } from '@svc/runtime';
 import { workerModule } from '@svc/worker';
 import { localSecretSettings } from './local-secrets.js';
+import { writeStackFile } from './stack-file.js';
 
 /** The password of the all-in-one workers' session-key vaults: devnet keys are public anyway. */
 const DEVNET_WORKER_PASSWORD = 'devnet';
 
 /**
  * Everything on one machine (`npm start`): every service in this process, the devnet (unless RPC_URL
- * names a chain) and a reference worker for each of the devnet's worker accounts.
+ * names a chain) and a reference worker for each of the devnet's worker accounts. On the devnet the
+ * orchestrator sends as the devnet's service signer through its operators.
  */
 export const allInOne: Target = {
   name: 'all',
   allInOne: true,
-  modules: [keyServiceModule, gatewayModule, workerModule],
+  modules: [keyServiceModule, jobOrchestratorModule, gatewayModule, workerModule],
   // Internal gRPC stays on loopback, on a free port: the gateway is the only thing users reach. Only here
   // may the settings that are unsafe to guess in a deployment default: the proxy trusted is loopback's,
   // sign-in is bound to PUBLIC_URL and the devnet's chain, and the secrets are kept under STATE_DIR.
@@ -29,6 +32,7 @@ export const allInOne: Target = {
       ...localSecretSettings(env, stateDir),
     };
   },
+  started: writeStackFile,
   units: ({ chain }, runtime) => {
     const workerAccounts = chain?.devnet?.accounts.filter((account) => account.role === 'worker') ?? [];
     const models = chain?.devnet?.models.map((model) => model.name).join(',') ?? '';
@@ -43,14 +47,42 @@ export const allInOne: Target = {
       },
       defaults: { KEYSTORE_PASSWORD: DEVNET_WORKER_PASSWORD, DETERMINISTIC_MODELS: models },
     }));
-    return [{ module: keyServiceModule }, { module: gatewayModule }, ...workers];
+    return [
+      { module: keyServiceModule },
+      {
+        module: jobOrchestratorModule,
+        defaults: chain?.devnet ? devnetServiceAccounts(chain.devnet.accounts) : {},
+      },
+      { module: gatewayModule },
+      ...workers,
+    ];
   },
 };
+
+/**
+ * The devnet's service signer and its operators (the first two send blob transactions, the rest plain
+ * ones), as the orchestrator's settings; the environment still wins.
+ */
+function devnetServiceAccounts(accounts: readonly DevnetAccount[]): Record<string, string> {
+  const signer = accounts.find((account) => account.role === 'service-signer');
+  const operators = accounts
+    .filter((account) => account.role === 'operator')
+    .map((account) => account.privateKey);
+  if (!signer || operators.length < 2) return {};
+  return {
+    SERVICE_SIGNER_PRIVATE_KEY: signer.privateKey,
+    BLOB_OPERATOR_PRIVATE_KEYS: operators.slice(0, 2).join(','),
+    PLAIN_OPERATOR_PRIVATE_KEYS: operators.slice(2).join(','),
+  };
+}
+
+type DevnetAccount = NonNullable<SharedDependencies['chain']['devnet']>['accounts'][number];
 
 /** Every target the runner knows: `all`, or one service per process (what a container runs). */
 export const targets: Readonly<Record<string, Target>> = {
   all: allInOne,
   'key-service': { name: 'key-service', modules: [keyServiceModule] },
+  'job-orchestrator': { name: 'job-orchestrator', modules: [jobOrchestratorModule] },
   gateway: { name: 'gateway', modules: [gatewayModule] },
   worker: { name: 'worker', modules: [workerModule] },
 };

@@ -45,6 +45,11 @@ export interface Target {
   readonly units?: (dependencies: Partial<SharedDependencies>, runtime: RuntimeConfig) => Unit[];
   /** The all-in-one target: creates a missing database on DATABASE_URL's server. */
   readonly allInOne?: boolean;
+  /**
+   * Runs once every instance started (the gateway answers); what it returns runs first on stop. The
+   * all-in-one target writes the stack file here.
+   */
+  readonly started?: (running: RunningTarget) => Promise<(() => Promise<void>) | void>;
 }
 
 export interface RunOptions {
@@ -154,6 +159,18 @@ export async function runTarget(target: Target, options: RunOptions = {}): Promi
       await instance.start();
     }
     dependencies.grpc?.announceServing();
+    const instances = new Map(built.map(({ name, instance }) => [name, instance]));
+    const running: RunningTarget = {
+      target: target.name,
+      logger,
+      dependencies,
+      grpcAddress,
+      stateDir,
+      instances,
+      stop: closeAll,
+    };
+    const cleanup = await target.started?.(running);
+    if (cleanup) closers.push({ name: `${target.name} started hook`, close: cleanup });
     logger.info(
       {
         target: target.name,
@@ -163,8 +180,7 @@ export async function runTarget(target: Target, options: RunOptions = {}): Promi
       },
       `${target.name} started`,
     );
-    const instances = new Map(built.map(({ name, instance }) => [name, instance]));
-    return { target: target.name, logger, dependencies, grpcAddress, stateDir, instances, stop: closeAll };
+    return running;
   } catch (error) {
     await closeAll();
     throw error;

@@ -28,6 +28,8 @@ export const workerModule = defineModule({
   name: 'worker',
   configShape: workerConfigShape,
   needs: ['chain'],
+  // In the all-in-one process the worker links to the orchestrator running beside it.
+  peers: { ORCHESTRATOR_LINK: 'job-orchestrator' },
   build(config, { chain, logger, stateDir }): WorkerInstance {
     const dataDir = config.DATA_DIR ?? join(stateDir, 'worker');
     let provider: JsonRpcProvider | undefined;
