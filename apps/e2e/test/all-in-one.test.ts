@@ -4,7 +4,9 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Wallet, type HDNodeWallet } from 'ethers';
+import { JsonRpcProvider, Wallet, type HDNodeWallet } from 'ethers';
+import OpenAI from 'openai';
+import { connectJobRegistry } from '@svc/contracts';
 import { isProcessAlive } from '@svc/anvil';
 import { freePort } from '@svc/testkit';
 
@@ -21,6 +23,22 @@ interface DevnetFile {
   contracts: { jobRegistry: string; workerRegistry: string };
   models: Array<{ name: string; feeWei: string }>;
   accounts: Array<{ role: string; address: string }>;
+}
+
+interface StackFile {
+  gatewayUrl: string;
+  rpcUrl: string;
+  chainId: number;
+  contracts: { jobRegistry: string; workerRegistry: string };
+  delegate: string;
+  facilitator: string | null;
+  models: string[];
+  accounts: Array<{ address: string; privateKey: string }>;
+}
+
+interface DelegateOption {
+  scheme: 'delegate';
+  transaction: { to: string; data: string; value: string; chainId: number };
 }
 
 async function rpc(rpcUrl: string, method: string, params: unknown[]): Promise<unknown> {
@@ -73,7 +91,11 @@ class Stack {
   }
 }
 
-async function signInAndMint(base: string, wallet: HDNodeWallet): Promise<string> {
+async function signInAndMint(
+  base: string,
+  wallet: HDNodeWallet | Wallet,
+  spendCapWei: string | null = '1000',
+): Promise<string> {
   const challenge = await fetch(`${base}/api/auth/challenge?address=${wallet.address}`);
   expect(challenge.status).toBe(200);
   const { message } = (await challenge.json()) as { message: string };
@@ -88,7 +110,7 @@ async function signInAndMint(base: string, wallet: HDNodeWallet): Promise<string
   const mint = await fetch(`${base}/api/api-keys`, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'e2e', spendCapWei: '1000' }),
+    body: JSON.stringify({ name: 'e2e', ...(spendCapWei === null ? {} : { spendCapWei }) }),
   });
   expect(mint.status).toBe(201);
   return ((await mint.json()) as { key: string }).key;
@@ -144,17 +166,101 @@ describe('npm start (all-in-one, embedded defaults)', () => {
     firstRun = { devnet, blockNumber: BigInt(String(await rpc(devnet.rpcUrl, 'eth_blockNumber', []))) };
   });
 
-  it('signs a wallet in, mints a key that works on /v1, and answers completions 503 not_configured', async () => {
+  it('signs a wallet in and mints a key that works on /v1', async () => {
     key = await signInAndMint(base, Wallet.createRandom());
     expect(await modelsStatus(base, key)).toBe(200);
-    const completion = await fetch(`${base}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'llama3.2:1b', messages: [{ role: 'user', content: 'hi' }] }),
-    });
-    expect(completion.status).toBe(503);
-    expect(((await completion.json()) as { error: { code: string } }).error.code).toBe('not_configured');
   });
+
+  it('writes stack.json with the gateway, the chain, the delegate and wallets without a delegate', () => {
+    const stackFile = JSON.parse(readFileSync(join(stateDir, 'stack.json'), 'utf8')) as StackFile;
+    const devnet = firstRun.devnet;
+    const signer = devnet.accounts.find((account) => account.role === 'service-signer')!;
+    expect(stackFile).toEqual({
+      gatewayUrl: base,
+      rpcUrl: devnet.rpcUrl,
+      chainId: devnet.chainId,
+      contracts: {
+        jobRegistry: devnet.contracts.jobRegistry,
+        workerRegistry: devnet.contracts.workerRegistry,
+      },
+      delegate: signer.address,
+      facilitator: null,
+      models: ['llama3.2:1b', 'qwen2.5:0.5b'],
+      accounts: expect.any(Array),
+    });
+    // User wallets 2 and 3: wallet 1 has deposited and authorized the signer already.
+    const wallets = devnet.accounts.filter((account) => account.role === 'wallet');
+    expect(stackFile.accounts.map((account) => account.address)).toEqual(
+      wallets.slice(1).map((account) => account.address),
+    );
+    for (const account of stackFile.accounts)
+      expect(new Wallet(account.privateKey).address).toBe(account.address);
+  });
+
+  it('serves the official openai client: 402 until the wallet sends the accepts transaction, then answers', async () => {
+    const stackFile = JSON.parse(readFileSync(join(stateDir, 'stack.json'), 'utf8')) as StackFile;
+    const provider = new JsonRpcProvider(stackFile.rpcUrl, stackFile.chainId, { staticNetwork: true });
+    try {
+      const wallet = new Wallet(stackFile.accounts[0]!.privateKey, provider);
+      const client = new OpenAI({ apiKey: await signInAndMint(base, wallet, null), baseURL: `${base}/v1` });
+      const model = stackFile.models[0]!;
+
+      const refused = await client.chat.completions
+        .create({ model, messages: [{ role: 'user', content: 'hi' }] })
+        .catch((error: unknown) => error);
+      expect(refused).toBeInstanceOf(OpenAI.APIError);
+      const refusal = refused as InstanceType<typeof OpenAI.APIError>;
+      expect(refusal.status).toBe(402);
+      expect(refusal.code).toBe('delegate_not_authorized');
+      const accepts = (refusal.error as { accepts: DelegateOption[] }).accepts;
+      expect(accepts[0]).toMatchObject({
+        scheme: 'delegate',
+        chain_id: stackFile.chainId,
+        delegate: stackFile.delegate,
+      });
+      const pay = async (option: DelegateOption) => {
+        const { to, data, value } = option.transaction;
+        await (await wallet.sendTransaction({ to, data, value: BigInt(value) })).wait();
+      };
+      // The transaction as listed covers the refused job: one call.
+      await pay(accepts[0]!);
+
+      const stream = await client.chat.completions.create({
+        model,
+        messages: [{ role: 'user', content: 'stream me' }],
+        stream: true,
+      });
+      let text = '';
+      let service: Record<string, unknown> | undefined;
+      for await (const chunk of stream) {
+        text += chunk.choices[0]?.delta?.content ?? '';
+        service ??= (chunk as unknown as { service?: Record<string, unknown> }).service;
+      }
+      expect(text).toMatch(/^You said: stream me \[conversation [0-9a-f]{16}\]$/);
+      expect(service).toMatchObject({ job_id: expect.any(String), session_id: expect.any(String) });
+
+      // That used the balance up: the same transaction, sent again, tops it up.
+      const empty = (await client.chat.completions
+        .create({ model, messages: [{ role: 'user', content: 'again' }] })
+        .catch((error: unknown) => error)) as InstanceType<typeof OpenAI.APIError>;
+      expect(empty.status).toBe(402);
+      expect(empty.code).toBe('insufficient_balance');
+      await pay((empty.error as { accepts: DelegateOption[] }).accepts[0]!);
+
+      const { data, response } = await client.chat.completions
+        .create({ model, messages: [{ role: 'user', content: 'all at once' }] })
+        .withResponse();
+      expect(data.choices[0]!.message.content).toMatch(/^You said: all at once /);
+      const header = JSON.parse(response.headers.get('x-service')!) as Record<string, unknown>;
+      expect(header).toEqual((data as unknown as { service: Record<string, unknown> }).service);
+      // The job is on chain: JobRegistry.getJob(job_id) names the wallet as payer.
+      const registry = connectJobRegistry(stackFile.contracts.jobRegistry, provider);
+      const job = await registry.getJob(BigInt(header.job_id as string));
+      expect(job.payer).toBe(wallet.address);
+    } finally {
+      provider.destroy();
+    }
+  }, 60_000);
 
   it('stops cleanly on SIGTERM, its devnet with it', async () => {
     expect(await stack!.stop()).toBe(0);

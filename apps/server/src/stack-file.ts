@@ -41,7 +41,7 @@ export async function writeStackFile(running: RunningTarget): Promise<() => Prom
     devnet?.accounts.filter((account) => account.role === 'wallet') ?? [],
   );
   const stack: StackFile = {
-    gatewayUrl: gateway.url,
+    gatewayUrl: gateway.publicUrl,
     rpcUrl: chain.rpcUrl,
     chainId: chain.chainId,
     contracts: { jobRegistry: chain.contracts.jobRegistry, workerRegistry: chain.contracts.workerRegistry },

@@ -14,9 +14,13 @@ import { buildGatewayApp, buildLimitHitReporter } from './service.js';
 import { OrchestratorBackend, type JobOrchestratorClient } from './v1/orchestrator-backend.js';
 import type { LimitHitReporter } from './v1/limit-hit-reporter.js';
 
-/** A running gateway; `url` is where it listens (PORT 0 picks a free port), `metricsUrl` its metrics. */
+/**
+ * A running gateway; `url` is where it listens (PORT 0 picks a free port), `publicUrl` where users reach
+ * it (PUBLIC_URL, which sign-in is bound to; `url` when unset), `metricsUrl` its metrics.
+ */
 export interface GatewayInstance extends ServiceInstance {
   readonly url: string;
+  readonly publicUrl: string;
   readonly metricsUrl: string;
 }
 
@@ -37,6 +41,9 @@ export const gatewayModule = defineModule({
     return {
       get url() {
         return url;
+      },
+      get publicUrl() {
+        return config.PUBLIC_URL ?? url;
       },
       get metricsUrl() {
         return metricsUrl;
