@@ -3,6 +3,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { gatewayConfigShape } from '@svc/gateway';
+import { jobOrchestratorConfigShape } from '@svc/job-orchestrator';
 import { keyServiceConfigShape } from '@svc/key-service';
 import { configReference, type ConfigShape } from '@svc/platform';
 import { runtimeConfigShape } from '@svc/runtime';
@@ -27,6 +28,12 @@ const services: Array<{ name: string; about: string; shape: ConfigShape }> = [
     name: 'key-service',
     about: 'Sign-in, sign-in tokens, API keys, spend reservations (gRPC).',
     shape: keyServiceConfigShape,
+  },
+  {
+    name: 'job-orchestrator',
+    about:
+      'Runs completions as JobRegistry jobs (gRPC `JobOrchestrator`), serves the worker link (`WorkerLink`) and keeps every submitted job moving to its end. The all-in-one target sends as the devnet’s service signer through its operators.',
+    shape: jobOrchestratorConfigShape,
   },
   {
     name: 'worker',
