@@ -95,6 +95,10 @@ export const jobOrchestratorConfigShape = {
     default: 0,
     min: 0,
   }),
+  DRAIN_TIMEOUT: env.durationMs({
+    doc: 'How long a stopping replica waits for the calls it is running to end; jobs still running then are left to the job keeper of the remaining replicas (or of the next start).',
+    default: '30s',
+  }),
   CHAIN_CACHE_TTL: env.durationMs({
     doc: "How long model fees, names and JobRegistry's pause flag are remembered between chain reads.",
     default: '5s',

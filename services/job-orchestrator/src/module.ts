@@ -72,7 +72,16 @@ export const jobOrchestratorModule = defineModule({
         );
       },
       async stop() {
-        await parts?.completions?.keeper.stop();
+        const completions = parts?.completions;
+        if (completions) {
+          const left = await completions.runner.drain(config.DRAIN_TIMEOUT);
+          if (left > 0)
+            logger.warn(
+              { calls: left },
+              'stopping with calls in progress; the job keeper takes their jobs over',
+            );
+          await completions.keeper.stop();
+        }
         await parts?.linkServer.stop();
         provider?.destroy();
       },

@@ -105,6 +105,7 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     idleTtlMs: config.SESSION_IDLE_CLOSE,
     affinityTtlMs: config.CONVERSATION_AFFINITY_TTL,
     claimPollIntervalMs: config.SESSION_CLAIM_POLL_INTERVAL,
+    slotHoldMs: 2 * config.LINK_HEARTBEAT_INTERVAL,
     logger,
   });
   const relay = new AnswerRelay({

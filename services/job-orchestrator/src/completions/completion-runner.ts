@@ -96,13 +96,40 @@ class NotSubmitted extends Error {
  * call's spend reservation.
  */
 export class CompletionRunner {
+  readonly #running = new Set<Promise<void>>();
+
   constructor(private readonly options: CompletionRunnerOptions) {}
 
   run(call: CompletionCall, signal: AbortSignal): AsyncIterable<CompletionEvent> {
     const events = new AsyncQueue<CompletionEvent>();
-    const run = new CompletionRun(this.options, call, signal, (event) => events.push(event));
-    void run.execute().finally(() => events.end());
+    // A caller that left ended the queue: the run goes on, its events go nowhere.
+    const emit = (event: CompletionEvent): void => {
+      if (!events.isEnded) events.push(event);
+    };
+    const run = new CompletionRun(this.options, call, signal, emit);
+    const execution = run.execute().finally(() => {
+      events.end();
+      this.#running.delete(execution);
+    });
+    this.#running.add(execution);
     return events;
+  }
+
+  /** Calls in progress (each one a job being driven, or being prepared). */
+  get inFlight(): number {
+    return this.#running.size;
+  }
+
+  /**
+   * Waits up to `timeoutMs` for the calls in progress to end, so a stopping replica finishes what it
+   * submitted; whatever is left then is the job keeper's (on any replica) to drive to its end.
+   */
+  async drain(timeoutMs: number): Promise<number> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
+    await Promise.race([Promise.allSettled([...this.#running]), timeout]);
+    clearTimeout(timer);
+    return this.#running.size;
   }
 }
 

@@ -3,6 +3,7 @@ import type { Logger, Store } from '@svc/platform';
 import type { CallContext } from '@svc/proto';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import {
+  HintOutcome,
   LinkRefusalReason,
   type ConnectRequest,
   type ConnectResponse,
@@ -34,7 +35,12 @@ export interface LinkedWorkers {
   sendHint(worker: string, hint: LinkHint): boolean;
   /** Tells the worker its final was stored; `committed` only once `JobCompleted` matched it. */
   acknowledgeFinal(jobId: bigint, attempt: number, committed: boolean): Promise<boolean>;
+  /** Whether a worker linked here declined the hint (a full worker will not claim the session). */
+  hintDeclined(hintId: string): boolean;
 }
+
+/** How long a declined hint is remembered: far longer than any claim window is waited on. */
+const DECLINED_HINT_MEMORY_MS = 5 * 60_000;
 
 export interface WorkerLinkServerOptions {
   readonly chainId: bigint;
@@ -68,6 +74,8 @@ export class WorkerLinkServer implements LinkedWorkers {
   /** The live link of each worker on this replica, by lowercase address. */
   readonly #byWorker = new Map<string, LinkConnection>();
   readonly #serving = new Set<Promise<void>>();
+  /** Declined hint ids with when they were declined, oldest first. */
+  readonly #declined = new Map<string, number>();
   #stopping = false;
 
   constructor(options: WorkerLinkServerOptions) {
@@ -108,6 +116,22 @@ export class WorkerLinkServer implements LinkedWorkers {
     const link = this.#byWorker.get(current.worker.toLowerCase());
     if (!link?.isLive) return false;
     return link.send({ frame: { case: 'finalAck', value: { jobId: jobId.toString(), attempt, committed } } });
+  }
+
+  hintDeclined(hintId: string): boolean {
+    return this.#declined.has(hintId);
+  }
+
+  #noteHintAck(worker: string, ack: HintAck): void {
+    if (ack.outcome === HintOutcome.DECLINED) {
+      const now = Date.now();
+      this.#declined.set(ack.hintId, now);
+      for (const [hintId, at] of this.#declined) {
+        if (now - at < DECLINED_HINT_MEMORY_MS) break;
+        this.#declined.delete(hintId);
+      }
+    }
+    this.#options.onHintAck?.(worker, ack);
   }
 
   /** Ends every link with `SHUTTING_DOWN` (workers redial another replica) and withdraws their presence. */
@@ -170,7 +194,7 @@ export class WorkerLinkServer implements LinkedWorkers {
           },
           presenceTtlMs,
         ),
-      hintAcknowledged: (link, ack) => this.#options.onHintAck?.(link.worker, ack),
+      hintAcknowledged: (link, ack) => this.#noteHintAck(link.worker, ack),
       ended: async (link) => {
         this.#open.delete(link);
         if (!link.worker) return;

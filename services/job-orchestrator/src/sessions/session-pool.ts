@@ -43,9 +43,9 @@ export interface SessionRequest {
 }
 
 export interface SessionPoolOptions {
-  readonly store: Pick<Store, 'presence' | 'locks' | 'values' | 'rateWindows'>;
+  readonly store: Pick<Store, 'presence' | 'locks' | 'values' | 'rateWindows' | 'concurrency'>;
   readonly chain: ServiceChain;
-  readonly workers: Pick<LinkedWorkers, 'live' | 'sendHint'>;
+  readonly workers: Pick<LinkedWorkers, 'live' | 'sendHint' | 'hintDeclined'>;
   /** New sessions per minute, server-wide. */
   readonly opensPerMinute: number;
   /** How long a job may hold its session before the lock lapses (beyond the job's deadline). */
@@ -55,6 +55,11 @@ export interface SessionPoolOptions {
   /** How long a conversation remembers the session that last served it. */
   readonly affinityTtlMs: number;
   readonly claimPollIntervalMs: number;
+  /**
+   * How long a claimed session keeps counting against its worker's free session slots here: until the
+   * worker's next heartbeats report the slot taken (a couple of heartbeat intervals).
+   */
+  readonly slotHoldMs: number;
   readonly logger: Logger;
 }
 
@@ -115,7 +120,7 @@ export class SessionPool {
   }
 
   async #open(request: SessionRequest, live: readonly LiveWorker[]): Promise<SessionLease> {
-    const { store, chain, logger } = this.#options;
+    const { store } = this.#options;
     const candidates = live
       .filter(
         (worker) =>
@@ -138,66 +143,23 @@ export class SessionPool {
       });
     }
     for (const worker of candidates) {
-      let opened: Awaited<ReturnType<ServiceChain['openSession']>>;
+      // Reserve one of the worker's free session slots across replicas: two calls opening at once must
+      // not both count on the last slot its heartbeat reported.
+      const slotKey = `sessions:opening:${worker.address.toLowerCase()}`;
+      const slot = await store.concurrency.acquire(
+        slotKey,
+        worker.freeSessionSlots,
+        this.#options.slotHoldMs + MINUTE_MS,
+      );
+      if (!slot.granted) continue;
+      let lease: SessionLease | undefined;
       try {
-        opened = await chain.openSession(request.owner, request.modelId, worker.address);
-      } catch (error) {
-        const revert = revertOf(error)?.name;
-        // The registry and the presence disagree for a moment (deregistered, models changed): next worker.
-        if (revert === 'WorkerNotActive' || revert === 'WorkerDoesNotServeModel') continue;
-        throw error;
+        lease = await this.#openWith(worker.address, request);
+      } finally {
+        if (lease) await store.concurrency.renew(slotKey, slot.leaseId, this.#options.slotHoldMs);
+        else await store.concurrency.release(slotKey, slot.leaseId);
       }
-      const { sessionId, claimDeadline, tx } = opened;
-      request.onOpened?.(sessionId, worker.address, tx);
-      await store.presence.announce(
-        OPEN_SESSIONS_GROUP,
-        sessionId.toString(),
-        JSON.stringify({ owner: request.owner, modelId: request.modelId, worker: worker.address }),
-        // The keeper closes it long before this; the TTL only keeps a lost entry from living forever.
-        7 * 24 * 3_600_000,
-      );
-      await store.locks.tryAcquire(sessionBusyKey(sessionId), request.holder, this.#options.holdTtlMs);
-      this.#options.workers.sendHint(worker.address, {
-        case: 'sessionOpened',
-        value: {
-          hintId: `session-${sessionId}`,
-          sessionId: sessionId.toString(),
-          model: request.model,
-          claimDeadline: timestampFromDate(new Date(claimDeadline * 1000)),
-        },
-      });
-      const publicKey = await this.#awaitClaim(sessionId, claimDeadline);
-      if (!publicKey) {
-        await this.#retire(
-          {
-            sessionId,
-            owner: request.owner,
-            model: request.model,
-            modelId: request.modelId,
-            worker: worker.address,
-            publicKey: new Uint8Array(),
-          },
-          'not claimed in time',
-        );
-        throw new AppError('no_worker_available', {
-          message: `The worker picked for a new session of ${request.model} did not claim it within the claim window; try again.`,
-          retryAfterSeconds: 1,
-        });
-      }
-      request.onClaimed?.(sessionId, worker.address);
-      logger.info(
-        { sessionId: sessionId.toString(), worker: worker.address, model: request.model },
-        'session opened and claimed',
-      );
-      const session: PooledSession = {
-        sessionId,
-        owner: request.owner,
-        model: request.model,
-        modelId: request.modelId,
-        worker: worker.address,
-        publicKey,
-      };
-      return this.#lease(session, request, true);
+      if (lease) return lease;
     }
     throw new AppError('no_worker_available', {
       message: `No registered worker could take a session of ${request.model}; try again shortly.`,
@@ -205,17 +167,96 @@ export class SessionPool {
     });
   }
 
-  /** The session's public key once its worker claimed it; undefined once the claim window passed (chain time). */
-  async #awaitClaim(sessionId: bigint, claimDeadline: number): Promise<Uint8Array | undefined> {
-    const { chain, claimPollIntervalMs } = this.#options;
+  /**
+   * Opens a session naming `worker` and waits for its claim. Undefined when the worker turned it down
+   * (or the registry no longer lets it serve): the caller tries the next worker. A worker that stays
+   * silent through the claim window is `no_worker_available`.
+   */
+  async #openWith(worker: string, request: SessionRequest): Promise<SessionLease | undefined> {
+    const { store, chain, logger } = this.#options;
+    let opened: Awaited<ReturnType<ServiceChain['openSession']>>;
+    try {
+      opened = await chain.openSession(request.owner, request.modelId, worker);
+    } catch (error) {
+      const revert = revertOf(error)?.name;
+      // The registry and the presence disagree for a moment (deregistered, models changed): next worker.
+      if (revert === 'WorkerNotActive' || revert === 'WorkerDoesNotServeModel') return undefined;
+      throw error;
+    }
+    const { sessionId, claimDeadline, tx } = opened;
+    request.onOpened?.(sessionId, worker, tx);
+    await store.presence.announce(
+      OPEN_SESSIONS_GROUP,
+      sessionId.toString(),
+      JSON.stringify({ owner: request.owner, modelId: request.modelId, worker }),
+      // The keeper closes it long before this; the TTL only keeps a lost entry from living forever.
+      7 * 24 * 3_600_000,
+    );
+    await store.locks.tryAcquire(sessionBusyKey(sessionId), request.holder, this.#options.holdTtlMs);
+    const hintId = `session-${sessionId}`;
+    this.#options.workers.sendHint(worker, {
+      case: 'sessionOpened',
+      value: {
+        hintId,
+        sessionId: sessionId.toString(),
+        model: request.model,
+        claimDeadline: timestampFromDate(new Date(claimDeadline * 1000)),
+      },
+    });
+    const claim = await this.#awaitClaim(sessionId, claimDeadline, hintId);
+    if (claim.kind !== 'claimed') {
+      const unclaimed: PooledSession = {
+        sessionId,
+        owner: request.owner,
+        model: request.model,
+        modelId: request.modelId,
+        worker,
+        publicKey: new Uint8Array(),
+      };
+      await this.#retire(
+        unclaimed,
+        claim.kind === 'declined' ? 'its worker declined it' : 'not claimed in time',
+      );
+      await store.locks.release(sessionBusyKey(sessionId), request.holder);
+      if (claim.kind === 'declined') return undefined;
+      throw new AppError('no_worker_available', {
+        message: `The worker picked for a new session of ${request.model} did not claim it within the claim window; try again.`,
+        retryAfterSeconds: 1,
+      });
+    }
+    request.onClaimed?.(sessionId, worker);
+    logger.info(
+      { sessionId: sessionId.toString(), worker, model: request.model },
+      'session opened and claimed',
+    );
+    const session: PooledSession = {
+      sessionId,
+      owner: request.owner,
+      model: request.model,
+      modelId: request.modelId,
+      worker,
+      publicKey: claim.publicKey,
+    };
+    return this.#lease(session, request, true);
+  }
+
+  /** Waits for the claim: the session's public key, or why there is none (chain time judges the window). */
+  async #awaitClaim(
+    sessionId: bigint,
+    claimDeadline: number,
+    hintId: string,
+  ): Promise<{ kind: 'claimed'; publicKey: Uint8Array } | { kind: 'declined' | 'unclaimed' }> {
+    const { chain, claimPollIntervalMs, workers } = this.#options;
+    const claimed = (publicKey: string) => ({ kind: 'claimed' as const, publicKey: getBytes(publicKey) });
     for (;;) {
       const session = await chain.reads.getSession(sessionId);
-      if (session.state === SessionState.Active) return getBytes(session.publicKey);
-      if (session.state !== SessionState.Open) return undefined;
+      if (session.state === SessionState.Active) return claimed(session.publicKey);
+      if (session.state !== SessionState.Open) return { kind: 'unclaimed' };
+      if (workers.hintDeclined(hintId)) return { kind: 'declined' };
       if ((await chain.now()) > claimDeadline) {
         // One last look: a claim mined in the deadline's own block counts.
         const last = await chain.reads.getSession(sessionId);
-        return last.state === SessionState.Active ? getBytes(last.publicKey) : undefined;
+        return last.state === SessionState.Active ? claimed(last.publicKey) : { kind: 'unclaimed' };
       }
       await new Promise((resolve) => setTimeout(resolve, claimPollIntervalMs));
     }
