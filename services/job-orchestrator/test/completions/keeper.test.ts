@@ -1,0 +1,137 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { JobState, SessionState } from '@svc/chain';
+import { MemoryStore } from '@svc/platform';
+import { ChatRole } from '@svc/proto/gen/svc/common/v1/chat_pb';
+import { JobLifecycleKind } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
+import { useDevnet, waitUntil } from '@svc/testkit';
+import {
+  completionOf,
+  prepareServiceAccounts,
+  startCompletionStack,
+  type CompletionStack,
+} from '../support/completion-stack.js';
+import { DEPLOYED_MODELS } from '../support/models.js';
+
+// Short windows, so what the keeper does after them happens within a test.
+const devnet = useDevnet({
+  models: DEPLOYED_MODELS,
+  warmBlobs: true,
+  accounts: 14,
+  protocol: { disputeWindowSeconds: 2, jobTimeoutSeconds: 12, inactivityTimeoutSeconds: 120 },
+});
+const store = new MemoryStore();
+let stack: CompletionStack;
+
+beforeAll(async () => {
+  await prepareServiceAccounts(devnet());
+  stack = await startCompletionStack(devnet(), {
+    store,
+    env: { SESSION_IDLE_CLOSE: '4s', DRAIN_TIMEOUT: '100ms' },
+  });
+  await stack.startWorker({ faultsFromPrompt: true });
+}, 120_000);
+
+afterAll(async () => {
+  await stack?.stop();
+  await store.close();
+});
+
+function eventsOf(jobId: string) {
+  const reservation = stack.events.find((event) => event.jobId === jobId)?.reservationId;
+  return stack.events.filter((event) => event.reservationId === reservation);
+}
+
+describe('the job keeper', () => {
+  it('releases a completed job once its dispute window passed, and reports it answered and released', async () => {
+    const wallet = await stack.payingWallet();
+    const completed = completionOf(await stack.complete(wallet.address, 'pay the worker'))!;
+    const jobId = completed.service!.jobId;
+    await waitUntil(
+      () => stack.chain.getJob(BigInt(jobId)),
+      (job) => job.state === JobState.Released,
+      { what: `job ${jobId} released`, timeoutMs: 15_000, intervalMs: 100 },
+    );
+    await waitUntil(
+      async () => eventsOf(jobId).map((event) => event.kind),
+      (kinds) => kinds.includes(JobLifecycleKind.RELEASED),
+      { what: 'the released event', timeoutMs: 5_000 },
+    );
+    const released = eventsOf(jobId).find((event) => event.kind === JobLifecycleKind.RELEASED)!;
+    expect(released.feeWei?.decimal).toBe(completed.chargedWei?.decimal);
+    expect(await stack.chain.earningsOf(completed.service!.worker!.hex)).toBeGreaterThan(0n);
+  }, 30_000);
+
+  it('closes a pooled session left idle, and the next call opens a new one', async () => {
+    const wallet = await stack.payingWallet();
+    const first = completionOf(await stack.complete(wallet.address, 'one'))!.service!.sessionId;
+    await waitUntil(
+      () => stack.chain.getSession(BigInt(first)),
+      (session) => session.state === SessionState.Closed,
+      { what: `session ${first} closed while idle`, timeoutMs: 15_000, intervalMs: 200 },
+    );
+    const second = completionOf(await stack.complete(wallet.address, 'two'))!.service!.sessionId;
+    expect(second).not.toBe(first);
+  }, 30_000);
+
+  it('drives a job whose call is gone to its end: the stalled job fails at its deadline and is refunded', async () => {
+    const wallet = await stack.payingWallet();
+    const before = await stack.chain.delegatePosition(wallet.address, stack.signer);
+    // The caller leaves once the job is submitted; the replica serving it stops right after, so
+    // only the keeper of the replica that starts next can see the stalled job through.
+    const controller = new AbortController();
+    const responses = stack.client.runCompletion(
+      {
+        requestId: 'orphan',
+        model: DEPLOYED_MODELS[0]!.name,
+        messages: [{ role: ChatRole.USER, content: 'stall #fault:stall-past-deadline' }],
+        stream: true,
+        payment: {
+          case: 'delegate',
+          value: {
+            wallet: { hex: wallet.address },
+            keyId: 'key-orphan',
+            reservationId: 'reservation-orphan',
+            maxFeeWei: { decimal: DEPLOYED_MODELS[0]!.feeWei.toString() },
+          },
+        },
+      },
+      { signal: controller.signal },
+    );
+    const reading = (async () => {
+      for await (const response of responses) void response;
+    })().catch(() => undefined);
+    const submitted = await waitUntil(
+      async () =>
+        stack.events.find(
+          (event) =>
+            event.reservationId === 'reservation-orphan' && event.kind === JobLifecycleKind.SUBMITTED,
+        ),
+      (event) => event !== undefined,
+      { what: 'the orphaned job submitted', timeoutMs: 10_000 },
+    );
+    controller.abort();
+    await reading;
+    const jobId = BigInt(submitted!.jobId);
+
+    // A replica restart: the old one stops (its run cannot finish), a new one starts on the same store.
+    const workers = stack.workers.splice(0);
+    await stack.stop();
+    stack = await startCompletionStack(devnet(), { store, env: { SESSION_IDLE_CLOSE: '4s' } });
+    stack.workers.push(...workers);
+
+    await waitUntil(
+      () => stack.chain.getJob(jobId),
+      (job) => job.state === JobState.Refunded,
+      { what: `job ${jobId} failed and refunded`, timeoutMs: 30_000, intervalMs: 200 },
+    );
+    expect(await stack.chain.delegatePosition(wallet.address, stack.signer)).toEqual(before);
+    await waitUntil(
+      async () =>
+        stack.events
+          .filter((event) => event.reservationId === 'reservation-orphan')
+          .map((event) => event.kind),
+      (kinds) => kinds.includes(JobLifecycleKind.REFUNDED) && kinds.includes(JobLifecycleKind.FAILED),
+      { what: 'failed and refunded events of the orphaned job', timeoutMs: 5_000 },
+    );
+  }, 60_000);
+});
