@@ -66,6 +66,8 @@ export interface SessionPoolOptions {
 /** Every session the service opened and has not closed: the keeper's list for idle closing. */
 export const OPEN_SESSIONS_GROUP = 'sessions:open';
 const SESSION_OPENS_KEY = 'sessions:opens';
+/** How long a call waits for a worker to report the slot an eviction freed (it follows the chain's logs). */
+const ROOM_WAIT_MS = 10_000;
 const MINUTE_MS = 60_000;
 
 /**
@@ -119,17 +121,18 @@ export class SessionPool {
     return undefined;
   }
 
-  async #open(request: SessionRequest, live: readonly LiveWorker[]): Promise<SessionLease> {
+  async #open(request: SessionRequest, liveNow: readonly LiveWorker[]): Promise<SessionLease> {
     const { store } = this.#options;
-    const candidates = live
-      .filter(
-        (worker) =>
-          worker.models.includes(request.model) &&
-          worker.freeSessionSlots > 0 &&
-          worker.freeJobSlots > 0 &&
-          !request.excludeWorkers?.has(worker.address.toLowerCase()),
-      )
-      .sort((a, b) => b.freeJobSlots - a.freeJobSlots || b.freeSessionSlots - a.freeSessionSlots);
+    let live = liveNow;
+    let candidates = withRoomFor(request, live);
+    if (candidates.length === 0) {
+      // Every worker is full: make room by closing the idle session used longest ago, if there is one.
+      const evicted = await this.#evictIdleSession(request, live);
+      if (evicted) {
+        live = await this.#waitForRoom(evicted);
+        candidates = withRoomFor(request, live);
+      }
+    }
     if (candidates.length === 0) {
       throw new AppError('no_worker_available', {
         message: `No linked worker has room for a new session of ${request.model} now; try again shortly.`,
@@ -165,6 +168,76 @@ export class SessionPool {
       message: `No registered worker could take a session of ${request.model}; try again shortly.`,
       retryAfterSeconds: 5,
     });
+  }
+
+  /**
+   * Closes the least recently used idle session held by a live worker that serves the model, so that
+   * worker frees a session slot; returns that worker, or undefined when no session is idle.
+   */
+  async #evictIdleSession(request: SessionRequest, live: readonly LiveWorker[]): Promise<string | undefined> {
+    const { store, chain, logger } = this.#options;
+    const eligible = new Set(
+      live
+        .filter((worker) => worker.models.includes(request.model) && worker.freeJobSlots > 0)
+        .filter((worker) => !request.excludeWorkers?.has(worker.address.toLowerCase()))
+        .map((worker) => worker.address.toLowerCase()),
+    );
+    const pools = new Map<string, Map<string, number>>();
+    const idle: { sessionId: string; owner: string; modelId: string; worker: string; usedUntil: number }[] =
+      [];
+    for (const entry of await store.presence.list(OPEN_SESSIONS_GROUP)) {
+      const record = parseOpenSession(entry.value);
+      if (!record || !eligible.has(record.worker.toLowerCase())) continue;
+      const group = sessionPoolGroup(record.owner, record.modelId);
+      let pool = pools.get(group);
+      if (!pool) {
+        pool = new Map(
+          (await store.presence.list(group)).map((pooled) => [pooled.member, pooled.expiresAtMs]),
+        );
+        pools.set(group, pool);
+      }
+      // Only a session waiting in its pool is idle (one being opened or used is not there).
+      const usedUntil = pool.get(entry.member);
+      if (usedUntil !== undefined) idle.push({ sessionId: entry.member, ...record, usedUntil });
+    }
+    idle.sort((a, b) => a.usedUntil - b.usedUntil);
+    for (const candidate of idle) {
+      const sessionId = BigInt(candidate.sessionId);
+      const holder = `evict:${request.holder}`;
+      if (
+        !(await store.locks.tryAcquire(sessionBusyKey(sessionId), holder, this.#options.holdTtlMs)).acquired
+      )
+        continue;
+      try {
+        await store.presence.withdraw(
+          sessionPoolGroup(candidate.owner, candidate.modelId),
+          candidate.sessionId,
+        );
+        await chain.closeSession(sessionId);
+        await store.presence.withdraw(OPEN_SESSIONS_GROUP, candidate.sessionId);
+        logger.info(
+          { sessionId: candidate.sessionId, worker: candidate.worker },
+          'closed an idle session to make room',
+        );
+        return candidate.worker;
+      } catch (error) {
+        logger.warn({ err: error, sessionId: candidate.sessionId }, 'idle session not closed');
+      } finally {
+        await store.locks.release(sessionBusyKey(sessionId), holder);
+      }
+    }
+    return undefined;
+  }
+
+  /** The live workers once `worker` reports a free session slot again (it saw the close), or after a while. */
+  async #waitForRoom(worker: string): Promise<LiveWorker[]> {
+    const deadline = Date.now() + ROOM_WAIT_MS;
+    for (;;) {
+      const live = await this.#options.workers.live();
+      const freed = live.find((candidate) => candidate.address.toLowerCase() === worker.toLowerCase());
+      if (!freed || freed.freeSessionSlots > 0 || Date.now() >= deadline) return live;
+      await new Promise((resolve) => setTimeout(resolve, this.#options.claimPollIntervalMs));
+    }
   }
 
   /**
@@ -309,6 +382,30 @@ export class SessionPool {
           'session not closed now; the keeper will close it',
         ),
       );
+  }
+}
+
+/** Workers with room for a new session of the request's model, least loaded first. */
+function withRoomFor(request: SessionRequest, live: readonly LiveWorker[]): LiveWorker[] {
+  return live
+    .filter(
+      (worker) =>
+        worker.models.includes(request.model) &&
+        worker.freeSessionSlots > 0 &&
+        worker.freeJobSlots > 0 &&
+        !request.excludeWorkers?.has(worker.address.toLowerCase()),
+    )
+    .sort((a, b) => b.freeJobSlots - a.freeJobSlots || b.freeSessionSlots - a.freeSessionSlots);
+}
+
+function parseOpenSession(value: string): { owner: string; modelId: string; worker: string } | undefined {
+  try {
+    const raw = JSON.parse(value) as Record<string, unknown>;
+    if (typeof raw.owner !== 'string' || typeof raw.modelId !== 'string' || typeof raw.worker !== 'string')
+      return undefined;
+    return { owner: raw.owner, modelId: raw.modelId, worker: raw.worker };
+  } catch {
+    return undefined;
   }
 }
 

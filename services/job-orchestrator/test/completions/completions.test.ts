@@ -13,6 +13,7 @@ import {
   deliveredText,
   failureOf,
   prepareServiceAccounts,
+  SERVICE_ACCOUNTS,
   shapeOf,
   startCompletionStack,
   type CompletionStack,
@@ -20,17 +21,19 @@ import {
 import { fundedWallet } from '../support/reference-worker.js';
 
 const devnet = useDevnet({ models: DEPLOYED_MODELS, warmBlobs: true, accounts: 14 });
+const store = new MemoryStore();
 let stack: CompletionStack;
 
 beforeAll(async () => {
   await prepareServiceAccounts(devnet());
-  stack = await startCompletionStack(devnet(), { store: new MemoryStore() });
+  stack = await startCompletionStack(devnet(), { store });
   await stack.startWorker();
   await stack.startWorker();
 }, 120_000);
 
 afterAll(async () => {
   await stack?.stop();
+  await store.close();
 });
 
 describe('RunCompletion on the delegate path', () => {
@@ -252,5 +255,122 @@ describe('ListModels and QuoteFee', () => {
       status: 5,
       appCode: 'model_not_found',
     });
+  });
+});
+
+describe('refusals before anything is spent', () => {
+  it('a caller that leaves before the job is submitted: failed, not submitted, nothing spent', async () => {
+    const wallet = await stack.payingWallet();
+    const before = await stack.chain.prepaidBalanceOf(wallet.address);
+    const controller = new AbortController();
+    // Leaves while its new session is being opened and claimed.
+    const responses = stack.client.runCompletion(
+      {
+        requestId: 'leaver',
+        model: MODEL.name,
+        messages: [{ role: ChatRole.USER, content: 'bye' }],
+        stream: true,
+        payment: {
+          case: 'delegate',
+          value: {
+            wallet: { hex: wallet.address },
+            keyId: 'key-leaver',
+            reservationId: 'reservation-leaver',
+            maxFeeWei: { decimal: MODEL.feeWei.toString() },
+          },
+        },
+      },
+      { signal: controller.signal },
+    );
+    const reading = (async () => {
+      for await (const response of responses) void response;
+    })().catch(() => undefined);
+    await waitUntil(
+      async () => stack.events.filter((event) => event.reservationId === 'reservation-leaver'),
+      (events) => events.some((event) => event.kind === JobLifecycleKind.SESSION_OPENED),
+      { what: 'the session opened for the leaving call', timeoutMs: 10_000 },
+    );
+    controller.abort();
+    await reading;
+    await waitUntil(
+      async () =>
+        stack.events
+          .filter((event) => event.reservationId === 'reservation-leaver')
+          .map((event) => event.kind),
+      (kinds) => kinds.includes(JobLifecycleKind.FAILED),
+      { what: 'the leaving call failed', timeoutMs: 10_000 },
+    );
+    const kinds = stack.events
+      .filter((event) => event.reservationId === 'reservation-leaver')
+      .map((event) => event.kind);
+    expect(kinds).not.toContain(JobLifecycleKind.SUBMITTED);
+    expect(await stack.chain.prepaidBalanceOf(wallet.address)).toBe(before);
+    // The session it opened was claimed and went back to the pool: the wallet's next call uses it.
+    const opened = stack.events.find(
+      (event) =>
+        event.reservationId === 'reservation-leaver' && event.kind === JobLifecycleKind.SESSION_OPENED,
+    )!;
+    const next = completionOf(await stack.complete(wallet.address, 'back again'))!;
+    expect(next.service!.sessionId).toBe(opened.sessionId);
+  });
+
+  it('not_configured while JobRegistry is paused', async () => {
+    const wallet = await stack.payingWallet();
+    const registry = connectJobRegistry(devnet().deployment.jobRegistryAddress, devnet().wallet(0));
+    await (await registry.pause()).wait();
+    try {
+      // The pause flag is cached for CHAIN_CACHE_TTL (5 s by default).
+      await waitUntil(
+        async () => failureOf(await stack.complete(wallet.address, 'paused?')),
+        (failure) => failure?.error?.code === 'not_configured',
+        { what: 'not_configured while paused', timeoutMs: 10_000, intervalMs: 500 },
+      );
+    } finally {
+      await (await registry.unpause()).wait();
+    }
+  });
+
+  it('blob_fee_too_high when the blob base fee is above the maximum, before anything is signed', async () => {
+    // A second replica on the same store whose maximum is below anvil's blob base fee (1 wei). anvil's
+    // blob base fee cannot be raised (it does not track excess blob gas), so the maximum is lowered instead.
+    const dear = await startCompletionStack(devnet(), { store, env: { MAX_FEE_PER_BLOB_GAS: '0' } });
+    try {
+      const wallet = await stack.payingWallet();
+      expect(completionOf(await stack.complete(wallet.address, 'open my session'))).toBeDefined();
+      const before = await stack.chain.prepaidBalanceOf(wallet.address);
+      const operatorNonces = await Promise.all(
+        SERVICE_ACCOUNTS.blobOperators.map((index) =>
+          devnet().provider.getTransactionCount(devnet().wallet(index).address, 'pending'),
+        ),
+      );
+      const refused = failureOf(await dear.complete(wallet.address, 'too dear'));
+      expect(refused).toMatchObject({ error: { code: 'blob_fee_too_high' }, jobSubmitted: false });
+      expect(await stack.chain.prepaidBalanceOf(wallet.address)).toBe(before);
+      expect(
+        await Promise.all(
+          SERVICE_ACCOUNTS.blobOperators.map((index) =>
+            devnet().provider.getTransactionCount(devnet().wallet(index).address, 'pending'),
+          ),
+        ),
+      ).toEqual(operatorNonces);
+    } finally {
+      await dear.stop();
+    }
+  });
+  // Last: it uses up the minute's session opens.
+  it('session_open_limit_exceeded with retry_after once the server-wide opens of the minute are used', async () => {
+    const pooled = await stack.payingWallet();
+    const sessionBefore = completionOf(await stack.complete(pooled.address, 'keep my session'))!.service!
+      .sessionId;
+    // Every open of this minute taken (SESSION_OPENS_PER_MINUTE is 120 here).
+    while ((await store.rateWindows.hit('sessions:opens', 120, 60_000)).allowed);
+    const fresh = await stack.payingWallet();
+    const refused = failureOf(await stack.complete(fresh.address, 'a new session please'));
+    expect(refused).toMatchObject({ error: { code: 'session_open_limit_exceeded' }, jobSubmitted: false });
+    expect(refused!.error!.retryAfterSeconds).toBeGreaterThanOrEqual(1);
+    expect(refused!.error!.retryAfterSeconds).toBeLessThanOrEqual(60);
+    // A call that has a pooled session is not held back.
+    const served = completionOf(await stack.complete(pooled.address, 'still served'))!;
+    expect(served.service!.sessionId).toBe(sessionBefore);
   });
 });
