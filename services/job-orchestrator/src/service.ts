@@ -127,7 +127,8 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     jobs,
     lifecycle,
     enabled: config.COMPLETIONS_ENABLED,
-    runTtlMs: 10 * 60_000,
+    // A replica that dies leaves its jobs to the keeper this soon.
+    runMarkTtlMs: 15_000,
     logger,
   });
   const keeper = new JobKeeper({

@@ -220,7 +220,11 @@ function readRequests(
   call: grpc.ServerReadableStream<object, object> | grpc.ServerDuplexStream<object, object>,
 ): AsyncIterable<object> {
   const queue = new AsyncQueue<object>();
-  call.on('data', (message: object) => queue.push(message));
+  // grpc-js can still deliver a buffered message after it reported the call's error or cancellation;
+  // the stream is over for the handler by then, and a late message must not crash the process.
+  call.on('data', (message: object) => {
+    if (!queue.isEnded) queue.push(message);
+  });
   call.on('end', () => queue.end());
   call.on('error', (error: unknown) => queue.fail(error));
   call.on('cancelled', () => queue.fail(new RpcError(GrpcStatus.CANCELLED, 'call cancelled by the caller')));

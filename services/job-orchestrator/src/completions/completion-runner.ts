@@ -70,8 +70,8 @@ export interface CompletionRunnerOptions {
   readonly lifecycle: LifecyclePublisher;
   /** False when completions are switched off in config. */
   readonly enabled: boolean;
-  /** How long a call may hold a job's `running` mark (the job's own timeout bounds it anyway). */
-  readonly runTtlMs: number;
+  /** How long a job's `running` mark outlives the call holding it (renewed while the call lives). */
+  readonly runMarkTtlMs: number;
   readonly logger: Logger;
 }
 
@@ -234,7 +234,7 @@ class CompletionRun {
   ): Promise<void> {
     const { chain, jobs, lifecycle, relay, workers, logger } = this.#o;
     await jobs.track(jobId, this.#identity);
-    await jobs.claimRun(jobId, this.#holder, this.#o.runTtlMs);
+    const run = await jobs.holdRun(jobId, this.#holder, this.#o.runMarkTtlMs);
     let lease = firstLease;
     let prompt = firstPrompt;
     let attempt = 1;
@@ -319,7 +319,7 @@ class CompletionRun {
         tx = retried.tx;
       }
     } finally {
-      await jobs.endRun(jobId, this.#holder);
+      await run.end();
       await relay.retire(jobId);
     }
   }

@@ -50,13 +50,26 @@ export class TrackedJobs {
     return (await this.list()).find((job) => job.jobId === jobId);
   }
 
-  /** Marks the job as run by `holder` (a call) for `ttlMs`; false when someone else runs it. */
-  async claimRun(jobId: bigint, holder: string, ttlMs: number): Promise<boolean> {
-    return (await this.store.locks.tryAcquire(runningKey(jobId), holder, ttlMs)).acquired;
-  }
-
-  async endRun(jobId: bigint, holder: string): Promise<void> {
-    await this.store.locks.release(runningKey(jobId), holder);
+  /**
+   * Marks the job as run by `holder` (a call) while the call lives: the mark lasts `ttlMs` and is renewed
+   * every third of it, so a replica that dies leaves the job to the keeper within `ttlMs`.
+   */
+  async holdRun(jobId: bigint, holder: string, ttlMs: number): Promise<{ end(): Promise<void> }> {
+    const key = runningKey(jobId);
+    await this.store.locks.tryAcquire(key, holder, ttlMs);
+    const renewal = setInterval(
+      () => {
+        this.store.locks.renew(key, holder, ttlMs).catch(() => undefined);
+      },
+      Math.max(1, Math.floor(ttlMs / 3)),
+    );
+    renewal.unref();
+    return {
+      end: async () => {
+        clearInterval(renewal);
+        await this.store.locks.release(key, holder);
+      },
+    };
   }
 
   async isRunning(jobId: bigint): Promise<boolean> {
