@@ -1,4 +1,12 @@
-import { Transaction, isError, type JsonRpcProvider, type TransactionRequest } from 'ethers';
+import {
+  SigningKey,
+  Transaction,
+  isError,
+  type BaseWallet,
+  type JsonRpcProvider,
+  type TransactionLike,
+  type TransactionRequest,
+} from 'ethers';
 import type { BlobSidecar } from '../blob/kzg.js';
 import { kzg } from '../blob/kzg.js';
 import type { TransactionFees } from './fees.js';
@@ -44,14 +52,8 @@ export async function signRecordBroadcast(
     maxFeePerGas: fees.maxFeePerGas,
     maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
   };
-  if (body.blobs.length > 0) {
-    request.maxFeePerBlobGas = fees.maxFeePerBlobGas;
-    request.blobs = body.blobs.map(({ data, commitment, proof }) => ({ data, commitment, proof }));
-    request.kzg = kzg;
-  }
-  const rawTransaction = await account.signTransaction(request);
-  const hash = Transaction.from(rawTransaction).hash;
-  if (!hash) throw new Error('signed transaction has no hash');
+  if (body.blobs.length > 0) request.maxFeePerBlobGas = fees.maxFeePerBlobGas;
+  const { rawTransaction, hash } = await signTransaction(account, request, body.blobs);
   const record: SentTransactionRecord = {
     account: account.address,
     nonce,
@@ -68,6 +70,71 @@ export async function signRecordBroadcast(
   };
   await context.journal.record(record);
   return { record, outcome: await broadcast(context.provider, rawTransaction) };
+}
+
+/**
+ * Signs a transaction and returns its network form and hash. A blob transaction signed by a local key
+ * takes the cheap path: the signature covers only the blobs' versioned hashes, so the transaction is
+ * signed and hashed without its sidecar, and the sidecar is appended as bytes. ethers' own path
+ * hex-encodes and RLP-encodes the 128 KiB blob as strings, then the result has to be parsed again for
+ * its hash: about 70 ms a blob here, against about 2 ms.
+ */
+export async function signTransaction(
+  account: SendingAccount,
+  request: TransactionRequest,
+  blobs: readonly BlobSidecar[],
+): Promise<{ rawTransaction: string; hash: string }> {
+  const signingKey = (account as Partial<BaseWallet>).signingKey;
+  if (blobs.length > 0 && signingKey instanceof SigningKey) {
+    const tx = Transaction.from({
+      ...request,
+      blobVersionedHashes: blobs.map((blob) => blob.versionedHash),
+    } as TransactionLike<string>);
+    tx.signature = signingKey.sign(tx.unsignedHash);
+    return { rawTransaction: withSidecar(tx.serialized, blobs), hash: tx.hash! };
+  }
+  const rawTransaction = await account.signTransaction(
+    blobs.length > 0
+      ? { ...request, blobs: blobs.map(({ data, commitment, proof }) => ({ data, commitment, proof })), kzg }
+      : request,
+  );
+  const hash = Transaction.from(rawTransaction).hash;
+  if (!hash) throw new Error('signed transaction has no hash');
+  return { rawTransaction, hash };
+}
+
+/**
+ * The EIP-4844 network form: `0x03 || rlp([tx_payload_body, blobs, commitments, proofs])`, from the
+ * signed transaction `0x03 || rlp(tx_payload_body)`.
+ */
+function withSidecar(signedTransaction: string, blobs: readonly BlobSidecar[]): string {
+  const payloadBody = Buffer.from(signedTransaction.slice(4), 'hex');
+  const list = (items: readonly Uint8Array[]): Buffer => rlpList(items.map(rlpBytes));
+  const wrapped = rlpList([
+    payloadBody,
+    list(blobs.map((blob) => blob.data)),
+    list(blobs.map((blob) => blob.commitment)),
+    list(blobs.map((blob) => blob.proof)),
+  ]);
+  return `0x03${wrapped.toString('hex')}`;
+}
+
+function rlpBytes(bytes: Uint8Array): Buffer {
+  if (bytes.length === 1 && bytes[0]! < 0x80) return Buffer.from(bytes);
+  return Buffer.concat([rlpLength(bytes.length, 0x80), bytes]);
+}
+
+/** A list of already-encoded items. */
+function rlpList(encodedItems: readonly Uint8Array[]): Buffer {
+  const payload = Buffer.concat(encodedItems);
+  return Buffer.concat([rlpLength(payload.length, 0xc0), payload]);
+}
+
+function rlpLength(length: number, offset: number): Buffer {
+  if (length < 56) return Buffer.from([offset + length]);
+  const digits = length.toString(16);
+  const lengthBytes = Buffer.from(digits.length % 2 ? `0${digits}` : digits, 'hex');
+  return Buffer.concat([Buffer.from([offset + 55 + lengthBytes.length]), lengthBytes]);
 }
 
 /** Sends a signed transaction; an identical one the node already holds counts as accepted. */
