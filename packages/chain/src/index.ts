@@ -130,6 +130,7 @@ export {
   encodeSentTransactionRecord,
   type StoreSentTransactionJournalOptions,
 } from './tx/store-sent-transaction-journal.js';
+export { signTransaction } from './tx/signed-broadcast.js';
 export {
   TransactionSender,
   type MinedTransaction,

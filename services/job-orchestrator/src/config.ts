@@ -79,8 +79,8 @@ export const jobOrchestratorConfigShape = {
     default: '250ms',
   }),
   FINAL_ANSWER_GRACE: env.durationMs({
-    doc: "How long a committed job waits for the worker's final answer frame before the call fails `job_failed`.",
-    default: '10s',
+    doc: "How long a committed job waits for the worker's final answer frame before the call fails `job_failed` (a worker re-sends its final after a broken link; under load that can take seconds).",
+    default: '30s',
   }),
   FRAME_STREAM_TTL: env.durationMs({
     doc: "How long a job's answer frames stay in the store after its call ended.",

@@ -106,11 +106,9 @@ export class SessionPool {
     for (const session of entries) {
       if (request.excludeSessions?.has(session.sessionId)) continue;
       if (request.excludeWorkers?.has(session.worker.toLowerCase())) continue;
-      if (!liveWorkers.has(session.worker.toLowerCase())) {
-        // Its worker vanished: the session cannot serve; replace it with a new one.
-        await this.#retire(session, 'its worker is not linked');
-        continue;
-      }
+      // Its worker is not heartbeating now: use (or open) another session. A worker back from a blip finds
+      // its sessions still pooled; one gone for good leaves them idle until the keeper closes them.
+      if (!liveWorkers.has(session.worker.toLowerCase())) continue;
       const lock = await store.locks.tryAcquire(
         sessionBusyKey(session.sessionId),
         request.holder,

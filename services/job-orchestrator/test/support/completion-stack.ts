@@ -94,7 +94,7 @@ export async function startCompletionStack(
         JOB_POLL_INTERVAL: '50ms',
         SESSION_CLAIM_POLL_INTERVAL: '50ms',
         KEEPER_INTERVAL: '200ms',
-        FINAL_ANSWER_GRACE: '3s',
+        FINAL_ANSWER_GRACE: '10s',
         ...options.env,
       },
       provided: {

@@ -32,6 +32,7 @@ export interface ReferenceWorkerOptions {
   /** Lets a prompt pick a fault with `#fault:<kind>`. */
   readonly faultsFromPrompt?: boolean;
   readonly capacity?: number;
+  readonly sessionLimit?: number;
   readonly tokensPerSecond?: number;
   /** Model names served (default: the test model). */
   readonly models?: readonly string[];
@@ -49,7 +50,7 @@ export async function startReferenceWorker(
       dataDir,
       stakeWei: parseEther('1'),
       capacity: options.capacity ?? WORKER_CAPACITY,
-      sessionLimit: WORKER_SESSION_LIMIT,
+      sessionLimit: options.sessionLimit ?? WORKER_SESSION_LIMIT,
       guards: { minRunSeconds: 3, commitMarginSeconds: 2 },
       claimMarginSeconds: 1,
       coalesceMs: 0,
