@@ -51,7 +51,13 @@ export const allInOne: Target = {
       { module: keyServiceModule },
       {
         module: jobOrchestratorModule,
-        defaults: chain?.devnet ? devnetServiceAccounts(chain.devnet.accounts) : {},
+        defaults: {
+          ...(chain?.devnet ? devnetServiceAccounts(chain.devnet.accounts) : {}),
+          // A devnet that mines on demand answers at once: look for receipts and commits often.
+          ...(chain?.devnet && chain.blockTimeSeconds === null
+            ? { TX_POLL_INTERVAL: '25ms', JOB_POLL_INTERVAL: '50ms' }
+            : {}),
+        },
       },
       { module: gatewayModule },
       ...workers,
