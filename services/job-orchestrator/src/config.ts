@@ -59,7 +59,7 @@ export const jobOrchestratorConfigShape = {
   }),
   SESSION_OPENS_PER_MINUTE: env.int({
     doc: 'New sessions opened per minute, server-wide; beyond it a call that needs one answers 429 `session_open_limit_exceeded`.',
-    default: 120,
+    default: 30,
     min: 1,
   }),
   SESSION_IDLE_CLOSE: env.durationMs({

@@ -95,6 +95,8 @@ export async function startCompletionStack(
         SESSION_CLAIM_POLL_INTERVAL: '50ms',
         KEEPER_INTERVAL: '200ms',
         FINAL_ANSWER_GRACE: '10s',
+        // Tests open many sessions; the limit itself is tested by filling its window.
+        SESSION_OPENS_PER_MINUTE: '1000',
         ...options.env,
       },
       provided: {
