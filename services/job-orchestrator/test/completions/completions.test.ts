@@ -58,6 +58,13 @@ describe('RunCompletion on the delegate path', () => {
     expect(job.payer).toBe(wallet.address);
     expect(job.sessionId).toBe(BigInt(completed.service!.sessionId));
     expect(job.worker).toBe(completed.service!.worker!.hex);
+    // The worker was told its final is committed (final_ack committed=true): it may forget it now.
+    const served = stack.workers.find((worker) => worker.wallet.address === completed.service!.worker!.hex)!;
+    await waitUntil(
+      () => served.worker.journal.get(jobId, 1),
+      (saved) => saved === undefined || saved.acknowledged,
+      { what: 'the final acknowledged as committed', timeoutMs: 5_000 },
+    );
     const receipt = await devnet().provider.getTransactionReceipt(completed.service!.txHash!.hex);
     expect(receipt?.status).toBe(1);
     expect((await devnet().provider.getTransaction(receipt!.hash))?.type).toBe(3);
