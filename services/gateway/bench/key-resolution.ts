@@ -1,7 +1,9 @@
 // What API-key resolution costs on `/v1`: `GET /v1/models` with the key cache disabled (every call resolves
-// through the key-service over gRPC) versus warm (cached key; the revocation marker, the bad-key block and
-// the per-key rate window still go to Redis on every call), against a bare express handler in the same
-// process. Loopback only, a few seconds per case; prints p50/p99 latency, req/s and the ratios.
+// through the key-service over gRPC) versus warm (cached key; the revocation marker and the per-key rate
+// window still go to Redis on every call, as one script), against a bare express handler in the same
+// process. Loopback only, a few seconds per case; prints p50/p99 latency, req/s and the ratios. The
+// generator runs in the measured process here: for the gateway against bare express with the generator
+// apart, see models-throughput.ts.
 //
 //   npm run bench -w @svc/gateway        (PostgreSQL and Redis as for the tests; BENCH_SECONDS, BENCH_CONNECTIONS)
 import type { Server } from 'node:http';
@@ -9,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import autocannon from 'autocannon';
 import express from 'express';
 import { call, randomWallet, signInOverHttp } from '../test/support/http.js';
-import { startKeyService } from '../test/support/key-service.js';
+import { startBenchKeyService } from './support/key-service.js';
 import { createTestStore } from '../test/support/test-store.js';
 import { startV1Gateway, type V1Gateway } from '../test/v1/support/v1-gateway.js';
 
@@ -79,7 +81,7 @@ function report(rows: readonly Measurement[]): void {
 
 async function main(): Promise<void> {
   const redis = createTestStore();
-  const keyService = await startKeyService(redis.open());
+  const keyService = await startBenchKeyService(redis.open());
   const gateways: V1Gateway[] = [];
   const bare = await startBareExpress();
   try {

@@ -72,21 +72,9 @@ export function buildGatewayApp(ports: GatewayPorts): Express {
     logger.error({ err: error }, 'could not subscribe to key events; cached keys expire by TTL only'),
   );
 
-  app.use(securityHeaders(), assignRequestId(), logRequests(logger));
-  app.use(
-    bindRequestContext(),
-    healthRoutes({
-      checkReady: async () => {
-        await Promise.all([
-          keyService.getJwks({}, { timeoutMs: config.READINESS_TIMEOUT }),
-          store.ping(),
-          keyEventsLive,
-        ]);
-      },
-      readinessTimeoutMs: config.READINESS_TIMEOUT,
-      logger,
-    }),
-  );
+  // The logging context is bound once here for everything after it (each binding costs on every call); the
+  // routers bind it again only after reading a body, whose stream events fire outside it.
+  app.use(securityHeaders(), assignRequestId(), logRequests(logger), bindRequestContext());
   app.use(
     '/v1',
     v1Router({
@@ -122,6 +110,20 @@ export function buildGatewayApp(ports: GatewayPorts): Express {
         signInRateLimit: config.SIGN_IN_RATE_LIMIT,
         signInRateWindowMs: config.SIGN_IN_RATE_WINDOW,
       },
+    }),
+  );
+  // After the API routers, so their calls do not walk through it (no path is in both).
+  app.use(
+    healthRoutes({
+      checkReady: async () => {
+        await Promise.all([
+          keyService.getJwks({}, { timeoutMs: config.READINESS_TIMEOUT }),
+          store.ping(),
+          keyEventsLive,
+        ]);
+      },
+      readinessTimeoutMs: config.READINESS_TIMEOUT,
+      logger,
     }),
   );
   // Any other path answers JSON like `/api` does, never express's HTML page.

@@ -197,12 +197,40 @@ export interface NonceAllocator {
   peek(account: string): Promise<number | null>;
 }
 
+/** A rate window to count one hit on: the arguments of `RateWindows.hit`, which counts under the same keys. */
+export interface RateWindowHit {
+  readonly key: string;
+  readonly limit: number;
+  readonly windowMs: number;
+}
+
+/** The two windows of `RevocationMarkers.hitByMarker`: which one counts depends on the marker. */
+export interface MarkerHitWindows {
+  /** Counted when the id is not marked (an API key's own rate window). */
+  readonly ifClear: RateWindowHit;
+  /** Counted when the id is marked (the caller's window of failed keys). */
+  readonly ifMarked: RateWindowHit;
+}
+
+export interface MarkerHitOutcome {
+  readonly marked: boolean;
+  /** The hit on the window the marker chose, exactly as `RateWindows.hit` would have answered it. */
+  readonly verdict: RateWindowVerdict;
+}
+
 /** Permanent revocation markers, written before a revocation is acknowledged and read on every request. */
 export interface RevocationMarkers {
   mark(id: string): Promise<void>;
   isMarked(id: string): Promise<boolean>;
   /** The ids among `ids` that are marked. */
   markedAmong(ids: readonly string[]): Promise<Set<string>>;
+  /**
+   * Reads `id`'s marker and counts one hit on `windows.ifMarked` when it is set, on `windows.ifClear` when it
+   * is not, in one atomic step: `isMarked` followed by `RateWindows.hit` on the window it picks, in one round
+   * trip (what the gateway does for every `/v1` call of a known key). The window it does not pick is left
+   * untouched.
+   */
+  hitByMarker(id: string, windows: MarkerHitWindows): Promise<MarkerHitOutcome>;
 }
 
 export interface Store {

@@ -18,7 +18,8 @@ async function deleteNamespace(redis: Redis, namespace: string): Promise<void> {
 }
 
 describeStoreContract('RedisStore', async () => {
-  // Two replicas: one store opening its own connection from the URL, one over a client it is handed.
+  // Two replicas: one store opening its own connection from the URL (coalescing its writes, as services run
+  // it), one over a client it is handed (writing each command at once), so the contract holds for both.
   const handedClient = new Redis(REDIS_URL);
   const first = new RedisStore({ redis: REDIS_URL, namespace: NAMESPACE, maxBlockingReaders: 8 });
   const second = new RedisStore({ redis: handedClient, namespace: NAMESPACE, maxBlockingReaders: 8 });
@@ -131,6 +132,40 @@ describe('RedisStore on a real Redis', () => {
   it('keeps revocation markers without expiry', async () => {
     await store.revocations.mark('key-permanent');
     expect(await admin.pttl(`${NAMESPACE}:own:revoked`)).toBe(-1);
+  });
+
+  it('sends the commands of one turn of the event loop in one write, in order, each answered as its own', async () => {
+    const handed = new Redis(REDIS_URL);
+    const coalescing = new RedisStore({ redis: handed, namespace: `${NAMESPACE}:own`, coalesceWrites: true });
+    await coalescing.ping();
+    const socket = handed.stream;
+    let writes = 0;
+    const countWrites = () => (writes += 1);
+    const write = socket._write.bind(socket);
+    const writev = socket._writev?.bind(socket);
+    socket._write = (...args: Parameters<typeof socket._write>) => (countWrites(), write(...args));
+    if (writev)
+      socket._writev = (...args: Parameters<NonNullable<typeof socket._writev>>) => (
+        countWrites(),
+        writev(...args)
+      );
+    const key = `turn-${randomUUID()}`;
+    // Not awaited one by one: all issued in this turn, the get after the set it must see.
+    const [, value, verdicts, marked] = await Promise.all([
+      coalescing.values.set(key, 'first', 60_000),
+      coalescing.values.get(key),
+      Promise.all(Array.from({ length: 5 }, () => coalescing.rateWindows.hit(key, 3, 60_000))),
+      coalescing.revocations.isMarked(key),
+    ]);
+    expect(writes).toBe(1);
+    expect(value).toBe('first');
+    expect(verdicts.map((verdict) => verdict.allowed)).toEqual([true, true, true, false, false]);
+    expect(marked).toBe(false);
+    // The next turn is corked and sent on its own again.
+    expect(await coalescing.values.get(key)).toBe('first');
+    expect(writes).toBe(2);
+    await coalescing.close();
+    await handed.quit();
   });
 
   it('reloads its scripts after the server forgot them', async () => {

@@ -27,12 +27,12 @@ export interface ApiRouterPorts {
 /** Everything under `/api`: sign-in, key management, and their `{ error, message }` error shape. */
 export function apiRouter({ keyService, rateWindows, logger, settings }: ApiRouterPorts): Router {
   const router = Router();
+  // The app binds each request's logging context before it mounts this router (see buildGatewayApp).
   router.use((_req, res, next) => {
     // Sign-in tokens and freshly minted keys must never sit in a shared cache.
     res.setHeader('cache-control', 'no-store');
     next();
   });
-  router.use(bindRequestContext());
   // Bodies are read only once the caller passed its checks. Any body is read as JSON whatever its content
   // type, so a body that is not JSON is refused, not ignored. The context is bound again afterwards: the
   // body's stream events fire outside it.

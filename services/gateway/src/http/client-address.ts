@@ -13,7 +13,12 @@ export function clientNetwork(req: Request): string {
   return networkOf(req.ip ?? req.socket.remoteAddress ?? 'unknown');
 }
 
+// Dotted-decimal IPv4 without leading zeros: what ipaddr would answer for it is the address itself.
+const CANONICAL_IPV4 = /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
+
 export function networkOf(address: string): string {
+  // The common case, without parsing (every /v1 call of a known key names its network to the store).
+  if (CANONICAL_IPV4.test(address)) return address;
   if (!ipaddr.isValid(address)) return address;
   const parsed = ipaddr.process(address);
   if (parsed.kind() === 'ipv4') return parsed.toString();

@@ -1,4 +1,4 @@
-import { AppError, type RateWindows } from '@svc/platform';
+import { AppError, type RateWindows, type RateWindowVerdict } from '@svc/platform';
 import type { Request, RequestHandler, Response } from 'express';
 
 export interface RateLimitRule {
@@ -14,6 +14,29 @@ export interface RateLimitRule {
   onRefused?(req: Request, res: Response): void;
 }
 
+/** The store key of a rule's window for one subject. */
+export function rateWindowKey(name: string, subject: string): string {
+  return `gateway:${name}:${subject}`;
+}
+
+/**
+ * Puts a window's verdict on the response (`x-ratelimit-limit`, `x-ratelimit-remaining`) and returns the
+ * 429 `rate_limit_exceeded` (with `retry-after`) to answer when it refused, else undefined.
+ */
+export function rateLimitRefusal(
+  res: Response,
+  verdict: RateWindowVerdict,
+  rule: Pick<RateLimitRule, 'limit' | 'windowMs' | 'refusal'>,
+): AppError | undefined {
+  res.setHeader('x-ratelimit-limit', String(verdict.limit));
+  res.setHeader('x-ratelimit-remaining', String(verdict.remaining));
+  if (verdict.allowed) return undefined;
+  return new AppError('rate_limit_exceeded', {
+    message: `${rule.refusal}: at most ${rule.limit} calls per ${Math.round(rule.windowMs / 1000)} s.`,
+    retryAfterSeconds: verdict.retryAfterMs / 1000,
+  });
+}
+
 /**
  * Counts the request against a sliding window in the shared store (one atomic operation, so the limit holds
  * over every replica) and refuses with 429 `rate_limit_exceeded` and `retry-after` once it is used up.
@@ -21,18 +44,14 @@ export interface RateLimitRule {
 export function rateLimited(windows: RateWindows, rule: RateLimitRule): RequestHandler {
   return async (req, res, next) => {
     const verdict = await windows.hit(
-      `gateway:${rule.name}:${rule.subject(req, res)}`,
+      rateWindowKey(rule.name, rule.subject(req, res)),
       rule.limit,
       rule.windowMs,
     );
-    res.setHeader('x-ratelimit-limit', String(verdict.limit));
-    res.setHeader('x-ratelimit-remaining', String(verdict.remaining));
-    if (!verdict.allowed) {
+    const refusal = rateLimitRefusal(res, verdict, rule);
+    if (refusal !== undefined) {
       rule.onRefused?.(req, res);
-      throw new AppError('rate_limit_exceeded', {
-        message: `${rule.refusal}: at most ${rule.limit} calls per ${Math.round(rule.windowMs / 1000)} s.`,
-        retryAfterSeconds: verdict.retryAfterMs / 1000,
-      });
+      throw refusal;
     }
     next();
   };

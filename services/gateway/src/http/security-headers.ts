@@ -1,4 +1,5 @@
-import type { RequestHandler } from 'express';
+import type { TLSSocket } from 'node:tls';
+import type { Request, RequestHandler } from 'express';
 
 /**
  * Headers every response carries. The gateway serves JSON and event streams, never HTML, so the policy
@@ -23,7 +24,17 @@ const STRICT_TRANSPORT_SECURITY = 'max-age=31536000';
 export function securityHeaders(): RequestHandler {
   return (req, res, next) => {
     for (const [name, value] of Object.entries(EVERY_RESPONSE)) res.setHeader(name, value);
-    if (req.secure) res.setHeader('strict-transport-security', STRICT_TRANSPORT_SECURITY);
+    if (cameOverTls(req)) res.setHeader('strict-transport-security', STRICT_TRANSPORT_SECURITY);
     next();
   };
+}
+
+/**
+ * `req.secure`, without its cost on the common request: with no X-Forwarded-Proto there is nothing for
+ * TRUST_PROXY to decide, and express answers whether the connection itself is TLS; only a request that
+ * carries the header needs express to weigh it against the proxy it came from.
+ */
+function cameOverTls(req: Request): boolean {
+  if (req.headers['x-forwarded-proto'] === undefined) return (req.socket as TLSSocket).encrypted === true;
+  return req.secure;
 }

@@ -2,6 +2,7 @@ import { AppError, type RevocationMarkers } from '@svc/platform';
 import type { Request, RequestHandler, Response } from 'express';
 import { bearerToken } from '../http/bearer-token.js';
 import { clientNetwork } from '../http/client-address.js';
+import { rateLimitRefusal, rateWindowKey } from '../http/rate-limit.js';
 import type { BadKeyGuard } from './bad-key-guard.js';
 import type { KeyResolutionCache, ResolvedApiKey } from './key-resolution-cache.js';
 
@@ -9,10 +10,19 @@ const API_KEY_PREFIX = 'svc_';
 // Far longer than any key we issue; nothing longer is worth hashing or sending to the key-service.
 const MAX_PRESENTED_KEY_LENGTH = 256;
 
+/** The per-key rate limit on `/v1` calls. */
+export interface KeyRateLimit {
+  readonly limit: number;
+  readonly windowMs: number;
+  /** Told of each refusal (to count it in the key's `limitHits`); must not throw. */
+  onRefused(keyId: string): void;
+}
+
 export interface ApiKeyAuthPorts {
   readonly cache: KeyResolutionCache;
   readonly revocations: RevocationMarkers;
   readonly badKeys: BadKeyGuard;
+  readonly keyRate: KeyRateLimit;
 }
 
 function invalidApiKey(message: string): AppError {
@@ -29,13 +39,27 @@ function credentialProblem(presented: string | undefined): string | undefined {
   return undefined;
 }
 
+const UNKNOWN_OR_REVOKED = 'Unknown or revoked API key.';
+
 /**
- * Authenticates a `/v1` call by its API key. A warm key costs no gRPC call, but every call reads the key's
- * revocation marker in the shared store, so a revocation is in force from the next call on whatever the
- * cache holds. The key is resolved first: only a presented credential that fails counts against the
- * client's network (see BadKeyGuard); a call with no credential is refused without counting.
+ * Authenticates a `/v1` call by its API key and counts it in the key's rate window. A warm key costs no
+ * gRPC call, but every call reads the key's revocation marker in the shared store, so a revocation is in
+ * force from the next call on whatever the cache holds. The key is resolved first: only a presented
+ * credential that fails counts against the client's network (see BadKeyGuard); a call with no credential is
+ * refused without counting.
+ *
+ * For a resolved key, the marker and the window the call counts in are one store operation (one round
+ * trip): the key's own rate window when it is not revoked, the network's bad-key window when it is. A
+ * revoked key's calls never count against its rate, as before.
  */
-export function authenticateApiKey({ cache, revocations, badKeys }: ApiKeyAuthPorts): RequestHandler {
+export function authenticateApiKey({
+  cache,
+  revocations,
+  badKeys,
+  keyRate,
+}: ApiKeyAuthPorts): RequestHandler {
+  const keyRateRule = { ...keyRate, refusal: 'Too many calls with this API key' };
+
   async function refuse(req: Request, message: string): Promise<never> {
     throw await badKeys.refusal(clientNetwork(req), invalidApiKey(message));
   }
@@ -50,13 +74,26 @@ export function authenticateApiKey({ cache, revocations, badKeys }: ApiKeyAuthPo
     const problem = credentialProblem(presented);
     if (problem !== undefined || presented === undefined) return refuse(req, problem ?? 'No API key.');
 
-    let key: ResolvedApiKey | undefined = cache.cached(presented);
-    if (key === undefined) key = await cache.resolve(presented);
-    if (key !== undefined && (await revocations.isMarked(key.keyId))) {
+    const key: ResolvedApiKey | undefined = cache.cached(presented) ?? (await cache.resolve(presented));
+    if (key === undefined) return refuse(req, UNKNOWN_OR_REVOKED);
+
+    const { marked, verdict } = await revocations.hitByMarker(key.keyId, {
+      ifClear: {
+        key: rateWindowKey('v1:key', key.keyId),
+        limit: keyRate.limit,
+        windowMs: keyRate.windowMs,
+      },
+      ifMarked: badKeys.window(clientNetwork(req)),
+    });
+    if (marked) {
       cache.evict(key.keyId);
-      key = undefined;
+      throw badKeys.answer(verdict, invalidApiKey(UNKNOWN_OR_REVOKED));
     }
-    if (key === undefined) return refuse(req, 'Unknown or revoked API key.');
+    const refusal = rateLimitRefusal(res, verdict, keyRateRule);
+    if (refusal !== undefined) {
+      keyRate.onRefused(key.keyId);
+      throw refusal;
+    }
     res.locals.apiKey = key;
     next();
   };

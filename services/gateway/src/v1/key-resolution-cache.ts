@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 
 /** An active API key as a `/v1` call needs it. */
@@ -22,7 +22,7 @@ export interface KeyResolutionCacheSettings {
 
 // Entries are keyed by a hash of the key, so the cache's keys are not the bearer secrets themselves.
 function cacheKeyOf(presentedKey: string): string {
-  return createHash('sha256').update(presentedKey, 'utf8').digest('base64url');
+  return hash('sha256', presentedKey, 'base64url');
 }
 
 /**

@@ -1,10 +1,9 @@
 import { AppError, type Logger, type Store } from '@svc/platform';
 import express, { Router, type RequestHandler } from 'express';
-import { rateLimited } from '../http/rate-limit.js';
 import { bindRequestContext } from '../http/request-context.js';
 import type { KeyServiceClient } from '../key-service-client.js';
 import type { GatewayMetrics } from '../observability/gateway-metrics.js';
-import { authenticateApiKey, authenticatedKey } from './api-key-auth.js';
+import { authenticateApiKey } from './api-key-auth.js';
 import { BadKeyGuard } from './bad-key-guard.js';
 import { CallSlots } from './call-slots.js';
 import { chatCompletionsHandler } from './chat-completions-route.js';
@@ -54,11 +53,11 @@ function requireJsonContentType(): RequestHandler {
 export function v1Router(ports: V1RouterPorts): Router {
   const { keyService, store, keyCache, backend, limitHits, metrics, logger, settings } = ports;
   const router = Router();
+  // The app binds each request's logging context before it mounts this router (see buildGatewayApp).
   router.use((_req, res, next) => {
     res.setHeader('cache-control', 'no-store');
     next();
   });
-  router.use(bindRequestContext());
 
   const authenticate = authenticateApiKey({
     cache: keyCache,
@@ -67,22 +66,19 @@ export function v1Router(ports: V1RouterPorts): Router {
       limit: settings.badKeyRateLimit,
       windowMs: settings.badKeyRateWindowMs,
     }),
-  });
-  const perKeyRate = rateLimited(store.rateWindows, {
-    name: 'v1:key',
-    limit: settings.keyRateLimit,
-    windowMs: settings.keyRateWindowMs,
-    subject: (_req, res) => authenticatedKey(res).keyId,
-    refusal: 'Too many calls with this API key',
-    onRefused: (_req, res) => limitHits.report(authenticatedKey(res).keyId, 'rate'),
+    // Counted in the same store operation as the revocation check: see authenticateApiKey.
+    keyRate: {
+      limit: settings.keyRateLimit,
+      windowMs: settings.keyRateWindowMs,
+      onRefused: (keyId) => limitHits.report(keyId, 'rate'),
+    },
   });
 
-  router.get('/models', authenticate, perKeyRate, listModelsHandler(backend));
+  router.get('/models', authenticate, listModelsHandler(backend));
   router.post(
     '/chat/completions',
     refusePerCallPayments(),
     authenticate,
-    perKeyRate,
     requireJsonContentType(),
     // Any body is read as JSON, so one that is not JSON is refused rather than ignored. The context is bound
     // again afterwards: the body's stream events fire outside it.

@@ -176,6 +176,23 @@ describe('bad keys per client address', () => {
     await expect(sdk(good.key, address).models.list()).resolves.toBeDefined();
   });
 
+  it('counts calls with a revoked key like unknown keys, from the call that finds its marker on', async () => {
+    const address = freshAddress();
+    const minted = await mintKey(gateway.baseUrl);
+    const client = sdk(minted.key, address);
+    await client.models.list();
+    const revoke = await call(gateway.baseUrl, 'POST', `/api/api-keys/${minted.id}/revoke`, {
+      token: minted.token,
+    });
+    expect(revoke.status).toBe(204);
+    // The first call still finds the key cached and reads its marker; the next ones ask the key-service.
+    for (let i = 0; i < BAD_KEY_LIMIT; i += 1) expect((await listModelsError(client)).status).toBe(401);
+    const refused = await listModelsError(client);
+    expect(refused.status).toBe(429);
+    expect(refused.code).toBe('rate_limit_exceeded');
+    expect((await listModelsError(sdk(unknownKey(), address))).status).toBe(429);
+  });
+
   it('does not count calls that carry no credential (any web page can send those cross-origin)', async () => {
     const address = freshAddress();
     const good = await mintKey(gateway.baseUrl);

@@ -54,7 +54,7 @@ export class MemoryStore implements Store {
     this.frames = new MemoryFrameStreams(this.#lifecycle);
     this.presence = new MemoryPresence(this.#lifecycle);
     this.nonces = new MemoryNonceAllocator(this.#lifecycle);
-    this.revocations = new MemoryRevocationMarkers(this.#lifecycle);
+    this.revocations = new MemoryRevocationMarkers(this.#lifecycle, this.rateWindows);
     this.#sweepTimer = setInterval(() => this.sweep(), sweepIntervalMs);
     // Housekeeping must not keep a process alive that has nothing else to do.
     this.#sweepTimer.unref();

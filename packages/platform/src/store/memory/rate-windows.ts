@@ -1,4 +1,4 @@
-import type { RateWindows, RateWindowVerdict } from '../store.js';
+import type { RateWindowHit, RateWindows, RateWindowVerdict } from '../store.js';
 import { requireKey, requirePositiveInteger } from '../validation.js';
 import { ExpiringMap, type MemoryContext } from './memory-context.js';
 
@@ -9,10 +9,13 @@ export class MemoryRateWindows implements RateWindows {
   constructor(private readonly context: MemoryContext) {}
 
   async hit(key: string, limit: number, windowMs: number): Promise<RateWindowVerdict> {
-    requireKey('key', key);
-    requirePositiveInteger('limit', limit);
-    requirePositiveInteger('windowMs', windowMs);
+    requireRateWindowHit({ key, limit, windowMs });
     this.context.assertOpen('rateWindows.hit');
+    return this.hitNow(key, limit, windowMs);
+  }
+
+  /** The hit itself, synchronously (so other primitives can make it part of one atomic step). */
+  hitNow(key: string, limit: number, windowMs: number): RateWindowVerdict {
     const now = this.context.now();
     const log = (this.#logs.get(key, now) ?? []).filter((at) => at > now - windowMs);
     if (log.length < limit) {
@@ -41,4 +44,10 @@ export class MemoryRateWindows implements RateWindows {
   sweep(now: number): void {
     this.#logs.sweep(now);
   }
+}
+
+export function requireRateWindowHit({ key, limit, windowMs }: RateWindowHit): void {
+  requireKey('key', key);
+  requirePositiveInteger('limit', limit);
+  requirePositiveInteger('windowMs', windowMs);
 }

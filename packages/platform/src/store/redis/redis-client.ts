@@ -22,6 +22,11 @@ local function now_ms()
 end
 `;
 
+export interface RedisCommandRunnerOptions {
+  /** Hold the connection's writes to the end of the event loop's turn, so they leave in one (default false). */
+  readonly coalesceWrites?: boolean;
+}
+
 /**
  * The store's view of one ioredis client: runs commands and scripts, and turns every driver failure into a
  * typed StoreError naming the operation. Scripts are defined lazily with `defineCommand`, which sends
@@ -29,8 +34,16 @@ end
  */
 export class RedisCommandRunner {
   #closed = false;
+  readonly #coalesceWrites: boolean;
+  /** The connection whose writes are held until the end of this turn of the event loop, if any. */
+  #held: Redis['stream'] | undefined;
 
-  constructor(readonly client: Redis) {}
+  constructor(
+    readonly client: Redis,
+    options: RedisCommandRunnerOptions = {},
+  ) {
+    this.#coalesceWrites = options.coalesceWrites ?? false;
+  }
 
   get closed(): boolean {
     return this.#closed;
@@ -42,6 +55,7 @@ export class RedisCommandRunner {
 
   async command<T>(operation: string, run: (client: Redis) => Promise<T>): Promise<T> {
     if (this.#closed) throw new StoreClosedError(operation);
+    if (this.#coalesceWrites) this.#holdWrites();
     try {
       return await run(this.client);
     } catch (error) {
@@ -55,6 +69,26 @@ export class RedisCommandRunner {
         throw new RangeError(`${script.name} takes ${script.keys} keys, got ${keys.length}`);
       }
       return scriptFunction(client, script)(...keys, ...args);
+    });
+  }
+
+  /**
+   * Corks the connection until the event loop's check phase (setImmediate), so every command written by
+   * the callbacks of this turn (the checks of all the requests that arrived together) leaves in one
+   * `writev`, and the server reads them in one go. ioredis still writes, queues and answers each command
+   * as usual, in the order issued (EVALSHA and its fallback included); nothing waits for a reply to be
+   * sent, only for the turn to end. Only a connection that is up is corked: ioredis queues commands itself
+   * while it is not.
+   */
+  #holdWrites(): void {
+    if (this.#held !== undefined) return;
+    const connection = this.client.stream as Redis['stream'] | undefined;
+    if (this.client.status !== 'ready' || connection === undefined || !connection.writable) return;
+    connection.cork();
+    this.#held = connection;
+    setImmediate(() => {
+      this.#held = undefined;
+      connection.uncork();
     });
   }
 

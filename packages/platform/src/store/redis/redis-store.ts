@@ -41,6 +41,16 @@ export interface RedisStoreOptions {
   readonly maxBlockingReaders?: number;
   /** Told about errors of connections the store opened (ioredis reconnects by itself meanwhile). */
   readonly onConnectionError?: (error: Error) => void;
+  /**
+   * Whether the commands issued during one turn of the event loop leave in one write to the server instead
+   * of one write each: on a busy replica (the gateway checks every `/v1` call in the store) the system call
+   * per command costs more than the command. Each command is still sent on its own, in the order issued,
+   * and answered as before; only the write is shared, at the end of the turn (see RedisCommandRunner).
+   * Default: true for the client the store opens from a URL, false for a client handed over (whose other
+   * users would share the batching). Blocking reads never batch. Writes leave in `setImmediate`, so a test
+   * that fakes timers must keep that one real, or turn this off.
+   */
+  readonly coalesceWrites?: boolean;
 }
 
 /** The store over Redis (6.2 or later): every check is one command or one Lua script on server time. */
@@ -72,7 +82,9 @@ export class RedisStore implements Store {
     // Without a listener ioredis reports every reconnect attempt on stderr; failed commands still reject.
     if (this.#ownsClient) client.on('error', onConnectionError);
 
-    this.#redis = new RedisCommandRunner(client);
+    this.#redis = new RedisCommandRunner(client, {
+      coalesceWrites: options.coalesceWrites ?? this.#ownsClient,
+    });
     this.#blockingConnections = new BlockingConnectionPool(client, maxBlockingReaders, onConnectionError);
     this.keyspace = new RedisKeyspace(options.namespace);
     this.rateWindows = new RedisRateWindows(this.#redis, this.keyspace);

@@ -6,7 +6,7 @@ import { loadGatewayConfig } from '../../../src/config.js';
 import type { KeyServiceClient } from '../../../src/key-service-client.js';
 import { buildGatewayApp, buildLimitHitReporter } from '../../../src/service.js';
 import type { CompletionBackend } from '../../../src/v1/completion-backend.js';
-import { silentLogger } from '../../support/key-service.js';
+import { silentLogger } from '../../support/key-service-target.js';
 
 export interface V1Gateway {
   readonly baseUrl: string;
