@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Wallet } from 'ethers';
 import { createLogger, MemoryStore } from '@svc/platform';
+import { closeClient, createClient } from '@svc/proto';
+import { ChatRole } from '@svc/proto/gen/svc/common/v1/chat_pb';
+import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import { LinkRefusalReason } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
 import { runTarget, type RunningTarget } from '@svc/runtime';
 import { useDevnet, waitUntil } from '@svc/testkit';
@@ -49,6 +52,36 @@ afterAll(async () => {
 });
 
 describe('jobOrchestratorModule', () => {
+  it('answers every completion not_configured, nothing submitted, when it has no service signer', async () => {
+    const client = createClient(JobOrchestrator, running.grpcAddress!);
+    try {
+      const events = [];
+      for await (const response of client.runCompletion({
+        requestId: 'no-signer',
+        model: MODEL.name,
+        messages: [{ role: ChatRole.USER, content: 'hi' }],
+        stream: true,
+        payment: {
+          case: 'delegate',
+          value: {
+            wallet: { hex: registered.address },
+            keyId: 'key',
+            reservationId: 'reservation',
+            maxFeeWei: { decimal: MODEL.feeWei.toString() },
+          },
+        },
+      }))
+        events.push(response.event);
+      expect(events).toHaveLength(1);
+      expect(events[0]).toMatchObject({
+        case: 'failed',
+        value: { error: { code: 'not_configured' }, jobSubmitted: false },
+      });
+    } finally {
+      closeClient(client);
+    }
+  });
+
   it('serves WorkerLink on the process gRPC server, with its configured heartbeat, until it stops', async () => {
     const link = new RawLink(running.grpcAddress!);
     try {

@@ -337,6 +337,19 @@ describe('refusals before anything is spent', () => {
     }
   });
 
+  it('not_configured when completions are switched off in config', async () => {
+    const off = await startCompletionStack(devnet(), { store, env: { COMPLETIONS_ENABLED: 'false' } });
+    try {
+      const wallet = await stack.payingWallet();
+      expect(failureOf(await off.complete(wallet.address, 'anyone?'))).toMatchObject({
+        error: { code: 'not_configured' },
+        jobSubmitted: false,
+      });
+    } finally {
+      await off.stop();
+    }
+  });
+
   it('blob_fee_too_high when the blob base fee is above the maximum, before anything is signed', async () => {
     // A second replica on the same store whose maximum is below anvil's blob base fee (1 wei). anvil's
     // blob base fee cannot be raised (it does not track excess blob gas), so the maximum is lowered instead.
