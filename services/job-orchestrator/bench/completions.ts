@@ -10,15 +10,15 @@ import { createDevProvider, DevWallet, startAnvil } from '@svc/anvil';
 import { deployContracts } from '@svc/contracts';
 import { MemoryStore } from '@svc/platform';
 import { JobLifecycleKind } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
-import { ChatRole } from '@svc/proto/gen/svc/common/v1/chat_pb';
 import type { Devnet } from '@svc/testkit';
 import { preparePrompt, sealPrompt } from '../src/completions/prompt-envelope.js';
 import {
+  completionRequest,
   prepareServiceAccounts,
   startCompletionStack,
   type CompletionStack,
 } from '../test/support/completion-stack.js';
-import { DEPLOYED_MODELS, MODEL } from '../test/support/models.js';
+import { DEPLOYED_MODELS } from '../test/support/models.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 15);
 const LATENCY_CALLS = Number(process.env.BENCH_CALLS ?? 20);
@@ -138,21 +138,7 @@ async function main(): Promise<void> {
       const seen = stack.events.length;
       const started = performance.now();
       let first: number | undefined;
-      const request = {
-        requestId: `bench-${call}`,
-        model: MODEL.name,
-        messages: [{ role: ChatRole.USER, content: `latency ${call}` }],
-        stream: true,
-        payment: {
-          case: 'delegate' as const,
-          value: {
-            wallet: { hex: caller.address },
-            keyId: 'bench',
-            reservationId: `bench-${call}`,
-            maxFeeWei: { decimal: MODEL.feeWei.toString() },
-          },
-        },
-      };
+      const request = completionRequest(caller.address, `latency ${call}`, `bench-${call}`);
       let submittedAt: number | undefined;
       const watch = setInterval(() => {
         if (

@@ -2,13 +2,13 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Wallet } from 'ethers';
 import { createLogger, MemoryStore } from '@svc/platform';
 import { closeClient, createClient } from '@svc/proto';
-import { ChatRole } from '@svc/proto/gen/svc/common/v1/chat_pb';
 import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import { LinkRefusalReason } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
 import { runTarget, type RunningTarget } from '@svc/runtime';
 import { useDevnet, waitUntil } from '@svc/testkit';
 import { jobOrchestratorModule, type JobOrchestratorInstance } from '../src/module.js';
 import { ChainSide } from './support/chain-side.js';
+import { completionRequest } from './support/completion-stack.js';
 import { DEPLOYED_MODELS, MODEL } from './support/models.js';
 import { RawLink } from './support/raw-link.js';
 import { fundedWallet } from './support/reference-worker.js';
@@ -56,21 +56,9 @@ describe('jobOrchestratorModule', () => {
     const client = createClient(JobOrchestrator, running.grpcAddress!);
     try {
       const events = [];
-      for await (const response of client.runCompletion({
-        requestId: 'no-signer',
-        model: MODEL.name,
-        messages: [{ role: ChatRole.USER, content: 'hi' }],
-        stream: true,
-        payment: {
-          case: 'delegate',
-          value: {
-            wallet: { hex: registered.address },
-            keyId: 'key',
-            reservationId: 'reservation',
-            maxFeeWei: { decimal: MODEL.feeWei.toString() },
-          },
-        },
-      }))
+      for await (const response of client.runCompletion(
+        completionRequest(registered.address, 'hi', 'reservation-no-signer'),
+      ))
         events.push(response.event);
       expect(events).toHaveLength(1);
       expect(events[0]).toMatchObject({

@@ -7,7 +7,7 @@ export {
   type IncomingRecord,
 } from './codec.js';
 export { dedupeByEventId, InMemoryProcessedEventIds, type ProcessedEventIds } from './dedupe.js';
-export type { EventBusLogger } from './delivery.js';
+export { sleepUnlessAborted, type EventBusLogger } from './delivery.js';
 export { EmbeddedEventBus, type EmbeddedEventBusOptions } from './embedded/embedded-event-bus.js';
 export { EventBusClosedError, EventBusError, InvalidEventError } from './errors.js';
 export type {

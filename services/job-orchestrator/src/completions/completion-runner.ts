@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { ContractRevertError, JobState, type PromptMessage } from '@svc/chain';
+import { modelIdOf } from '@svc/contracts';
 import { AppError, isAppError, type Logger } from '@svc/platform';
 import { AsyncQueue } from '@svc/proto';
 import {
@@ -447,8 +448,11 @@ class CompletionRun {
     this.#emit({ case: 'retrying', jobId, failedAttempt, reasonCode: 'job_failed' });
     let lease: SessionLease | undefined;
     try {
-      const { modelId } = await this.#o.catalogue.model(this.#call.model);
-      lease = await this.#acquireSession(modelId, failedSessions, new Set([failedWorker.toLowerCase()]));
+      lease = await this.#acquireSession(
+        modelIdOf(this.#call.model),
+        failedSessions,
+        new Set([failedWorker.toLowerCase()]),
+      );
       const prompt = preparePrompt(this.#call.model, this.#call.messages);
       const wire = sealPrompt(prompt, lease.session.publicKey, this.#binding(lease.session.sessionId));
       const tx = await chain.reassignJob(jobId, lease.session.sessionId, wire);

@@ -12,53 +12,39 @@ export interface ConfiguredModel {
 
 /**
  * The models the service can run: configured and enabled on JobRegistry, and served by at least one
- * worker heartbeating now. Chain reads are cached for `cacheTtlMs` (fees and pause rarely change; the
- * contract refuses a job whose fee rose above its `maxFee` anyway).
+ * worker heartbeating now. The model list and the pause flag are remembered for `cacheTtlMs`; a model's
+ * fee is read on every call (it is what the gateway reserves and the job is submitted with).
  */
 export class ModelCatalogue {
-  #configured: { readonly at: number; readonly models: Promise<ConfiguredModel[]> } | undefined;
-  #paused: { readonly at: number; readonly paused: Promise<boolean> } | undefined;
+  readonly #configured: Remembered<ConfiguredModel[]>;
+  readonly #paused: Remembered<boolean>;
 
   constructor(
     private readonly chain: ChainClient,
     private readonly workers: Pick<LinkedWorkers, 'live'>,
-    private readonly cacheTtlMs: number,
-  ) {}
+    cacheTtlMs: number,
+  ) {
+    this.#configured = new Remembered(cacheTtlMs, () => this.#readConfigured());
+    this.#paused = new Remembered(cacheTtlMs, () => this.chain.isPaused());
+  }
 
   /** Enabled models served by a live worker, in the chain's order. */
   async runnable(): Promise<ConfiguredModel[]> {
-    const [configured, live] = await Promise.all([this.configured(), this.workers.live()]);
+    const [configured, live] = await Promise.all([this.#configured.get(), this.workers.live()]);
     const served = new Set(live.flatMap((worker) => worker.models));
     return configured.filter((model) => served.has(model.name));
   }
 
-  /** The model and its current fee; `model_not_found` when it is not configured or disabled. */
+  /** The model and its current fee, read now; `model_not_found` when it is not configured or disabled. */
   async model(name: string): Promise<ConfiguredModel> {
     const modelId = modelIdOf(name);
-    const cached = (await this.configured()).find((model) => model.modelId === modelId);
     const fee = await this.chain.jobFee(modelId);
-    if (fee === 0n || (cached && cached.name !== name)) {
-      throw new AppError('model_not_found', { message: `The model '${name}' does not exist.` });
-    }
+    if (fee === 0n) throw new AppError('model_not_found', { message: `The model '${name}' does not exist.` });
     return { name, modelId, fee };
   }
 
-  async isPaused(): Promise<boolean> {
-    if (!this.#paused || Date.now() - this.#paused.at >= this.cacheTtlMs) {
-      const paused = this.chain.isPaused();
-      paused.catch(() => (this.#paused = undefined));
-      this.#paused = { at: Date.now(), paused };
-    }
-    return this.#paused.paused;
-  }
-
-  configured(): Promise<ConfiguredModel[]> {
-    if (!this.#configured || Date.now() - this.#configured.at >= this.cacheTtlMs) {
-      const models = this.#readConfigured();
-      models.catch(() => (this.#configured = undefined));
-      this.#configured = { at: Date.now(), models };
-    }
-    return this.#configured.models;
+  isPaused(): Promise<boolean> {
+    return this.#paused.get();
   }
 
   async #readConfigured(): Promise<ConfiguredModel[]> {
@@ -71,5 +57,27 @@ export class ModelCatalogue {
       }),
     );
     return models.filter((model) => model.fee > 0n);
+  }
+}
+
+/** A chain read remembered for `ttlMs`; a failed read is not remembered, so the next caller tries again. */
+class Remembered<T> {
+  #entry: { readonly at: number; readonly value: Promise<T> } | undefined;
+
+  constructor(
+    private readonly ttlMs: number,
+    private readonly read: () => Promise<T>,
+  ) {}
+
+  get(): Promise<T> {
+    if (!this.#entry || Date.now() - this.#entry.at >= this.ttlMs) {
+      const value = this.read();
+      const entry = { at: Date.now(), value };
+      value.catch(() => {
+        if (this.#entry === entry) this.#entry = undefined;
+      });
+      this.#entry = entry;
+    }
+    return this.#entry.value;
   }
 }

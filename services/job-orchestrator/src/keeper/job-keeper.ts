@@ -1,9 +1,9 @@
 import { JobState, ProtocolLogCursor, SessionState, type ProtocolEvent } from '@svc/chain';
-import type { Logger, Store } from '@svc/platform';
+import { sleepUnlessAborted, type Logger, type Store } from '@svc/platform';
 import type { ServiceChain } from '../chain/service-chain.js';
 import { JobLifecycleKind, type LifecyclePublisher } from '../events/lifecycle-events.js';
 import { OPEN_SESSIONS_GROUP, sessionBusyKey, sessionPoolGroup } from '../sessions/session-pool.js';
-import type { TrackedJobs } from './tracked-jobs.js';
+import type { TrackedJob, TrackedJobs } from './tracked-jobs.js';
 
 export interface JobKeeperOptions {
   readonly store: Pick<Store, 'locks' | 'values' | 'presence'>;
@@ -80,7 +80,7 @@ export class JobKeeper {
       } catch (error) {
         this.#options.logger.warn({ err: error }, 'job keeper round failed; trying again next round');
       }
-      await sleep(this.#options.intervalMs, signal);
+      await sleepUnlessAborted(this.#options.intervalMs, signal);
     }
   }
 
@@ -101,7 +101,8 @@ export class JobKeeper {
       const batch = await this.#cursor.next();
       if (!batch) return;
       try {
-        for (const event of batch.events) await this.#onEvent(event);
+        const tracked = new Map((await this.#options.jobs.list()).map((job) => [job.jobId, job]));
+        for (const event of batch.events) await this.#onEvent(event, tracked);
       } catch (error) {
         this.#cursor = undefined; // re-read from the stored position next round
         throw error;
@@ -111,11 +112,11 @@ export class JobKeeper {
     }
   }
 
-  async #onEvent(event: ProtocolEvent): Promise<void> {
+  async #onEvent(event: ProtocolEvent, trackedJobs: ReadonlyMap<bigint, TrackedJob>): Promise<void> {
     const { jobs, lifecycle } = this.#options;
     if (!('jobId' in event.args)) return;
     const jobId = event.args.jobId as bigint;
-    const tracked = await jobs.find(jobId);
+    const tracked = trackedJobs.get(jobId);
     if (!tracked) return;
     const step = { jobId, txHash: event.transactionHash };
     switch (event.name) {
@@ -207,17 +208,4 @@ export class JobKeeper {
       await store.presence.withdraw(OPEN_SESSIONS_GROUP, entry.member);
     }
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
 }

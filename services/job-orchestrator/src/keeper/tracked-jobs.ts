@@ -46,10 +46,6 @@ export class TrackedJobs {
     return jobs;
   }
 
-  async find(jobId: bigint): Promise<TrackedJob | undefined> {
-    return (await this.list()).find((job) => job.jobId === jobId);
-  }
-
   /**
    * Marks the job as run by `holder` (a call) while the call lives: the mark lasts `ttlMs` and is renewed
    * every third of it, so a replica that dies leaves the job to the keeper within `ttlMs`.

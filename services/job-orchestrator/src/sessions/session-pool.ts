@@ -20,8 +20,6 @@ export interface PooledSession {
 /** One session held for one job; `release` hands it back to the pool (exactly once). */
 export interface SessionLease {
   readonly session: PooledSession;
-  /** True when the session was opened for this call. */
-  readonly opened: boolean;
   release(): Promise<void>;
   /** Takes the session out of the pool for good (it broke); the keeper closes it. */
   discard(): Promise<void>;
@@ -114,7 +112,7 @@ export class SessionPool {
         request.holder,
         this.#options.holdTtlMs,
       );
-      if (lock.acquired) return this.#lease(session, request, false);
+      if (lock.acquired) return this.#lease(session, request);
     }
     return undefined;
   }
@@ -308,7 +306,7 @@ export class SessionPool {
       worker,
       publicKey: claim.publicKey,
     };
-    return this.#lease(session, request, true);
+    return this.#lease(session, request);
   }
 
   /** Waits for the claim: the session's public key, or why there is none (chain time judges the window). */
@@ -333,7 +331,7 @@ export class SessionPool {
     }
   }
 
-  #lease(session: PooledSession, request: SessionRequest, opened: boolean): SessionLease {
+  #lease(session: PooledSession, request: SessionRequest): SessionLease {
     const { store, idleTtlMs, affinityTtlMs } = this.#options;
     let done = false;
     const finish = async (keep: boolean): Promise<void> => {
@@ -357,7 +355,7 @@ export class SessionPool {
       }
       await store.locks.release(sessionBusyKey(session.sessionId), request.holder);
     };
-    return { session, opened, release: () => finish(true), discard: () => finish(false) };
+    return { session, release: () => finish(true), discard: () => finish(false) };
   }
 
   /** Takes a session out of the pool and closes it on chain in the background (the keeper retries). */

@@ -10,6 +10,7 @@ import { deterministicAnswer } from '@svc/worker';
 import { DEPLOYED_MODELS, MODEL } from '../support/models.js';
 import {
   completionOf,
+  completionRequest,
   deliveredText,
   failureOf,
   prepareServiceAccounts,
@@ -272,22 +273,10 @@ describe('refusals before anything is spent', () => {
     const controller = new AbortController();
     // Leaves while its new session is being opened and claimed.
     const responses = stack.client.runCompletion(
+      completionRequest(wallet.address, 'bye', 'reservation-leaver'),
       {
-        requestId: 'leaver',
-        model: MODEL.name,
-        messages: [{ role: ChatRole.USER, content: 'bye' }],
-        stream: true,
-        payment: {
-          case: 'delegate',
-          value: {
-            wallet: { hex: wallet.address },
-            keyId: 'key-leaver',
-            reservationId: 'reservation-leaver',
-            maxFeeWei: { decimal: MODEL.feeWei.toString() },
-          },
-        },
+        signal: controller.signal,
       },
-      { signal: controller.signal },
     );
     const reading = (async () => {
       for await (const response of responses) void response;

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { JobState, SessionState } from '@svc/chain';
 import { MemoryStore } from '@svc/platform';
-import { ChatRole } from '@svc/proto/gen/svc/common/v1/chat_pb';
 import { JobLifecycleKind } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
 import { useDevnet, waitUntil } from '@svc/testkit';
 import {
   completionOf,
+  completionRequest,
   prepareServiceAccounts,
   startCompletionStack,
   type CompletionStack,
@@ -80,21 +80,7 @@ describe('the job keeper', () => {
     // only the keeper of the replica that starts next can see the stalled job through.
     const controller = new AbortController();
     const responses = stack.client.runCompletion(
-      {
-        requestId: 'orphan',
-        model: DEPLOYED_MODELS[0]!.name,
-        messages: [{ role: ChatRole.USER, content: 'stall #fault:stall-past-deadline' }],
-        stream: true,
-        payment: {
-          case: 'delegate',
-          value: {
-            wallet: { hex: wallet.address },
-            keyId: 'key-orphan',
-            reservationId: 'reservation-orphan',
-            maxFeeWei: { decimal: DEPLOYED_MODELS[0]!.feeWei.toString() },
-          },
-        },
-      },
+      completionRequest(wallet.address, 'stall #fault:stall-past-deadline', 'reservation-orphan'),
       { signal: controller.signal },
     );
     const reading = (async () => {

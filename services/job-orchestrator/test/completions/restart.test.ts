@@ -7,15 +7,14 @@ import { fileURLToPath } from 'node:url';
 import type { GenService } from '@bufbuild/protobuf/codegenv2';
 import { createTestStore, TEST_REDIS_URL, type TestStore } from '@svc/platform/testing';
 import { closeClient, createClient, type ServiceClient } from '@svc/proto';
-import { ChatRole } from '@svc/proto/gen/svc/common/v1/chat_pb';
 import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import { freePort, useDevnet, waitUntil } from '@svc/testkit';
 import { deterministicAnswer } from '@svc/worker';
 import { ChainClient, JobState } from '@svc/chain';
 import { connectJobRegistry } from '@svc/contracts';
 import { parseEther } from 'ethers';
-import { prepareServiceAccounts, SERVICE_ACCOUNTS } from '../support/completion-stack.js';
-import { DEPLOYED_MODELS, MODEL } from '../support/models.js';
+import { completionRequest, prepareServiceAccounts, SERVICE_ACCOUNTS } from '../support/completion-stack.js';
+import { DEPLOYED_MODELS } from '../support/models.js';
 import { fundedWallet, startReferenceWorker, type ReferenceWorker } from '../support/reference-worker.js';
 
 // The orchestrator as its own process (`svc-server --target job-orchestrator`) on Redis, killed with
@@ -123,24 +122,6 @@ async function payingWallet() {
   return wallet;
 }
 
-function request(wallet: string, content: string, reservationId: string) {
-  return {
-    requestId: reservationId,
-    model: MODEL.name,
-    messages: [{ role: ChatRole.USER, content }],
-    stream: true,
-    payment: {
-      case: 'delegate' as const,
-      value: {
-        wallet: { hex: wallet },
-        keyId: 'key-restart',
-        reservationId,
-        maxFeeWei: { decimal: MODEL.feeWei.toString() },
-      },
-    },
-  };
-}
-
 describe('an orchestrator killed in the middle of a job', () => {
   it('leaves no job behind: the job ends terminal after a restart, and new jobs reuse no nonce', async () => {
     const chain = new ChainClient({
@@ -153,7 +134,7 @@ describe('an orchestrator killed in the middle of a job', () => {
     let jobId: bigint | undefined;
     try {
       for await (const response of client.runCompletion(
-        request(wallet.address, 'kill me softly', 'killed-call'),
+        completionRequest(wallet.address, 'kill me softly', 'killed-call'),
       )) {
         if (response.event.case === 'failed')
           throw new Error(`failed: ${JSON.stringify(response.event.value.error)}\n${orchestrator!.output}`);
@@ -189,7 +170,7 @@ describe('an orchestrator killed in the middle of a job', () => {
     try {
       let text = '';
       for await (const response of client.runCompletion(
-        request(wallet.address, 'after the restart', 'after-call'),
+        completionRequest(wallet.address, 'after the restart', 'after-call'),
       )) {
         if (response.event.case === 'delta') text += response.event.value.text;
         if (response.event.case === 'failed') throw new Error(`failed: ${response.event.value.error?.code}`);

@@ -155,25 +155,13 @@ export async function startCompletionStack(
       return wallet;
     },
     async complete(wallet, content, overrides = {}) {
-      const messages = typeof content === 'string' ? [{ role: ChatRole.USER, content }] : content;
       const collected: CompletionEvents = [];
       const request = {
-        requestId: `test-${++reservations}`,
-        model: MODEL.name,
-        messages,
-        stream: true,
-        payment: {
-          case: 'delegate',
-          value: {
-            wallet: { hex: wallet },
-            keyId: 'key-test',
-            reservationId: `reservation-${reservations}`,
-            maxFeeWei: { decimal: MODEL.feeWei.toString() },
-          },
-        },
+        ...completionRequest(wallet, content, `reservation-${++reservations}`),
         ...overrides,
-      } as CompletionRequest;
-      for await (const response of client.runCompletion(request)) collected.push(response.event);
+      };
+      for await (const response of client.runCompletion(request as CompletionRequest))
+        collected.push(response.event);
       return collected;
     },
     async stop() {
@@ -184,6 +172,32 @@ export async function startCompletionStack(
     },
   };
   return stack;
+}
+
+/**
+ * A delegate-path `RunCompletion` request of the test model from `wallet`, under its own reservation id
+ * (also its request id).
+ */
+export function completionRequest(
+  wallet: string,
+  content: string | CompletionRequest['messages'],
+  reservationId: string,
+): CompletionRequest {
+  return {
+    requestId: reservationId,
+    model: MODEL.name,
+    messages: typeof content === 'string' ? [{ role: ChatRole.USER, content }] : content,
+    stream: true,
+    payment: {
+      case: 'delegate',
+      value: {
+        wallet: { hex: wallet },
+        keyId: 'key-test',
+        reservationId,
+        maxFeeWei: { decimal: MODEL.feeWei.toString() },
+      },
+    },
+  };
 }
 
 /** The text a call delivered: its deltas joined (streamed) or the completed text. */
