@@ -109,7 +109,7 @@ export {
   TransactionNotMinedError,
   TransactionRevertedError,
 } from './tx/errors.js';
-export { replacementFees, type ExecutionFees, type TransactionFees } from './tx/fees.js';
+export { blobFeeCap, replacementFees, type ExecutionFees, type TransactionFees } from './tx/fees.js';
 export {
   OperatorLanes,
   type AccountLease,

@@ -5,3 +5,4 @@ export * from './logging/index.js';
 export * from './rpc.js';
 export * from './store/index.js';
 export * from './events/index.js';
+export { Remembered } from './remembered.js';

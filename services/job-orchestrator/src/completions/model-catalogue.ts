@@ -1,6 +1,6 @@
 import { modelIdOf } from '@svc/contracts';
 import type { ChainClient } from '@svc/chain';
-import { AppError } from '@svc/platform';
+import { AppError, Remembered } from '@svc/platform';
 import type { LinkedWorkers } from '../link/worker-link-server.js';
 
 /** A model configured on chain with a fee (enabled). */
@@ -57,27 +57,5 @@ export class ModelCatalogue {
       }),
     );
     return models.filter((model) => model.fee > 0n);
-  }
-}
-
-/** A chain read remembered for `ttlMs`; a failed read is not remembered, so the next caller tries again. */
-class Remembered<T> {
-  #entry: { readonly at: number; readonly value: Promise<T> } | undefined;
-
-  constructor(
-    private readonly ttlMs: number,
-    private readonly read: () => Promise<T>,
-  ) {}
-
-  get(): Promise<T> {
-    if (!this.#entry || Date.now() - this.#entry.at >= this.ttlMs) {
-      const value = this.read();
-      const entry = { at: Date.now(), value };
-      value.catch(() => {
-        if (this.#entry === entry) this.#entry = undefined;
-      });
-      this.#entry = entry;
-    }
-    return this.#entry.value;
   }
 }

@@ -1,0 +1,63 @@
+import { JsonRpcProvider, Network } from 'ethers';
+import { ChainClient } from '@svc/chain';
+import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
+import { defineModule, type ServiceInstance } from '@svc/runtime';
+import { paymentSettlerConfigShape } from './config.js';
+import { paymentSettlerHandlers, type PaymentSettlerParts } from './payment-settler-service.js';
+import { buildPaymentSettler, verifyFacilitatorSetup } from './service.js';
+
+/** A running payment-settler; its parts once started (undefined: no per-call payments). */
+export interface PaymentSettlerInstance extends ServiceInstance {
+  readonly parts: PaymentSettlerParts | undefined;
+}
+
+/**
+ * The payment-settler as the runner runs it: serves PaymentSettler on the process's gRPC server, with
+ * nonce reservations and transaction nonces in the shared store and settlements sent as the facilitator.
+ */
+export const paymentSettlerModule = defineModule({
+  name: 'payment-settler',
+  configShape: paymentSettlerConfigShape,
+  needs: ['store', 'chain', 'grpc'],
+  build(config, { store, chain, grpc, logger }): PaymentSettlerInstance {
+    let provider: JsonRpcProvider | undefined;
+    let parts: PaymentSettlerParts | undefined;
+    return {
+      get parts() {
+        return parts;
+      },
+      async start() {
+        const network = Network.from(chain.chainId);
+        // No call cache: a nonce read must see a settlement mined a moment ago.
+        provider = new JsonRpcProvider(chain.rpcUrl, network, { staticNetwork: network, cacheTimeout: -1 });
+        const client = new ChainClient({
+          provider,
+          jobRegistryAddress: chain.contracts.jobRegistry,
+          workerRegistryAddress: chain.contracts.workerRegistry,
+        });
+        parts = buildPaymentSettler({
+          config,
+          store,
+          chain: client,
+          provider,
+          chainId: BigInt(chain.chainId),
+          deploymentBlock: chain.contracts.deploymentBlock,
+          logger,
+        });
+        if (parts) await verifyFacilitatorSetup(config, parts, client);
+        else logger.warn('FACILITATOR_PRIVATE_KEY is not set: this server takes no per-call payments');
+        grpc.add(PaymentSettler, paymentSettlerHandlers(parts));
+        logger.info(
+          {
+            facilitator: parts?.terms.parties.facilitator ?? null,
+            payTo: parts?.terms.parties.payTo ?? null,
+          },
+          'payment-settler serving PaymentSettler',
+        );
+      },
+      async stop() {
+        provider?.destroy();
+      },
+    };
+  },
+});

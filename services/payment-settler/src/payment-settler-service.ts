@@ -1,0 +1,187 @@
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import type { GenService } from '@bufbuild/protobuf/codegenv2';
+import { timestampFromMs } from '@bufbuild/protobuf/wkt';
+import { AppError } from '@svc/platform';
+import type { ServiceImpl } from '@svc/proto';
+import type { PrepaidDebitRequirementsSchema } from '@svc/proto/gen/svc/common/v1/payment_option_pb';
+import {
+  PaymentRefusalCode,
+  PaymentReservationState,
+  type PaymentRefusalSchema,
+  type PaymentSettler,
+} from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
+import { readPaymentSignature, type PrepaidDebitRequirements } from '@svc/x402';
+import type { PaymentSettlement } from './payments/payment-settlement.js';
+import type { PaymentTerms } from './payments/payment-terms.js';
+import type { PaymentVerifier } from './payments/payment-verifier.js';
+import type { NonceReservations, Settlement } from './payments/nonce-reservations.js';
+import type { PaymentRefusal, PaymentRefusalCode as RefusalCode } from './payments/refusals.js';
+
+type Methods = typeof PaymentSettler extends GenService<infer S> ? S : never;
+
+/** What the settler runs on when this server takes per-call payments. */
+export interface PaymentSettlerParts {
+  readonly terms: PaymentTerms;
+  readonly verifier: PaymentVerifier;
+  readonly settlement: PaymentSettlement;
+  readonly reservations: NonceReservations;
+  /** Used when a VerifyPayment names no reservation time. */
+  readonly defaultReservationTtlMs: number;
+}
+
+const RESOURCE_DESCRIPTION = 'One chat completion, run as a JobRegistry job and answered by a worker.';
+
+/**
+ * The PaymentSettler gRPC service. Without parts (no facilitator configured) it takes no per-call
+ * payments: a payload that does not decode is still `invalid_payload` and a foreign version
+ * `invalid_x402_version`, then everything is `unsupported_scheme`.
+ */
+export function paymentSettlerHandlers(parts: PaymentSettlerParts | undefined): ServiceImpl<Methods> {
+  return {
+    async getRequirements(request) {
+      const { terms } = requireParts(parts);
+      return {
+        x402Version: 2,
+        resource: {
+          url: request.resourceUrl,
+          description: RESOURCE_DESCRIPTION,
+          mimeType: 'application/json',
+        },
+        requirements: requirementsMessage(await terms.requirementsFor(request.model)),
+      };
+    },
+
+    async verifyPayment(request) {
+      if (!parts) {
+        const read = readPaymentSignature(request.paymentSignature);
+        if (read.ok || read.code === 'unsupported_scheme') throw notTaken();
+        return {
+          outcome: { case: 'refused', value: refusalMessage({ code: read.code, message: read.message }) },
+        };
+      }
+      const ttlMs = request.reservationTtl
+        ? Number(request.reservationTtl.seconds) * 1000 + Math.floor(request.reservationTtl.nanos / 1e6)
+        : parts.defaultReservationTtlMs;
+      const verdict = await parts.verifier.verify(request.paymentSignature, request.model, ttlMs);
+      if ('refused' in verdict) {
+        const current = await parts.terms.requirementsFor(request.model).catch(() => undefined);
+        return { outcome: { case: 'refused', value: refusalMessage(verdict.refused, current) } };
+      }
+      const held = verdict.verified;
+      const { payer, nonce } = held.authorization;
+      return {
+        outcome: {
+          case: 'verified',
+          value: {
+            reservationId: held.reservationId,
+            payer: { hex: payer },
+            nonce: { hex: nonce },
+            amountWei: { decimal: held.amount },
+            maxAmountWei: { decimal: verdict.maxAmount.toString() },
+            deadline: timestampFromMs(Number(verdict.deadline) * 1000),
+            reservationExpiresAt: timestampFromMs(held.expiresAtMs),
+            network: held.network,
+          },
+        },
+      };
+    },
+
+    async settlePayment(request) {
+      const { settlement } = requireParts(parts);
+      if (!/^[0-9]{1,78}$/.test(request.sessionId))
+        throw new AppError('invalid_request', { message: 'session_id is not a decimal uint256' });
+      const outcome = await settlement.settle({
+        reservationId: request.reservationId,
+        sessionId: BigInt(request.sessionId),
+        promptWire: request.promptWire,
+        ...(request.maxFeePerBlobGasWei
+          ? { maxFeePerBlobGas: BigInt(request.maxFeePerBlobGasWei.decimal) }
+          : {}),
+        requestId: request.requestId,
+      });
+      if ('settled' in outcome)
+        return { outcome: { case: 'settled', value: settlementMessage(outcome.settled) } };
+      if ('refused' in outcome)
+        return { outcome: { case: 'refused', value: refusalMessage(outcome.refused) } };
+      return { outcome: { case: 'sessionUnusable', value: { reason: outcome.sessionUnusable } } };
+    },
+
+    async releasePayment(request) {
+      const { reservations } = requireParts(parts);
+      const outcome = await reservations.release(request.reservationId);
+      return {
+        state: outcome === 'settled' ? PaymentReservationState.SETTLED : PaymentReservationState.RELEASED,
+      };
+    },
+  };
+}
+
+function requireParts(parts: PaymentSettlerParts | undefined): PaymentSettlerParts {
+  if (!parts) throw notTaken();
+  return parts;
+}
+
+function notTaken(): AppError {
+  return new AppError('unsupported_scheme', {
+    message: 'This server takes no per-call payments: send the call with an API key.',
+  });
+}
+
+const REFUSAL_CODES: Record<RefusalCode, PaymentRefusalCode> = {
+  invalid_payload: PaymentRefusalCode.INVALID_PAYLOAD,
+  invalid_x402_version: PaymentRefusalCode.INVALID_X402_VERSION,
+  unsupported_scheme: PaymentRefusalCode.UNSUPPORTED_SCHEME,
+  invalid_network: PaymentRefusalCode.INVALID_NETWORK,
+  invalid_payment_requirements: PaymentRefusalCode.INVALID_PAYMENT_REQUIREMENTS,
+  invalid_prepaid_debit_payload_expired: PaymentRefusalCode.EXPIRED,
+  invalid_prepaid_debit_payload_facilitator_mismatch: PaymentRefusalCode.FACILITATOR_MISMATCH,
+  invalid_prepaid_debit_payload_recipient_mismatch: PaymentRefusalCode.RECIPIENT_MISMATCH,
+  invalid_prepaid_debit_facilitator_not_authorized: PaymentRefusalCode.FACILITATOR_NOT_AUTHORIZED,
+  invalid_prepaid_debit_payload_nonce_used: PaymentRefusalCode.NONCE_USED,
+  invalid_prepaid_debit_payload_signature: PaymentRefusalCode.SIGNATURE_INVALID,
+  invalid_prepaid_debit_payload_over_cap: PaymentRefusalCode.OVER_CAP,
+  insufficient_funds: PaymentRefusalCode.INSUFFICIENT_FUNDS,
+  invalid_transaction_state: PaymentRefusalCode.TRANSACTION_STATE,
+};
+
+function refusalMessage(
+  refusal: PaymentRefusal,
+  current?: PrepaidDebitRequirements,
+): MessageInitShape<typeof PaymentRefusalSchema> {
+  return {
+    code: REFUSAL_CODES[refusal.code],
+    message: refusal.message,
+    ...(refusal.payer ? { payer: { hex: refusal.payer } } : {}),
+    ...(current ? { currentRequirements: requirementsMessage(current) } : {}),
+  };
+}
+
+function requirementsMessage(
+  requirements: PrepaidDebitRequirements,
+): MessageInitShape<typeof PrepaidDebitRequirementsSchema> {
+  return {
+    scheme: requirements.scheme,
+    network: requirements.network,
+    amount: { decimal: requirements.amount },
+    asset: { hex: requirements.asset },
+    payTo: { hex: requirements.payTo },
+    maxTimeoutSeconds: requirements.maxTimeoutSeconds,
+    extra: {
+      name: requirements.extra.name,
+      version: requirements.extra.version,
+      facilitatorAddress: { hex: requirements.extra.facilitatorAddress },
+    },
+  };
+}
+
+function settlementMessage(settlement: Settlement) {
+  return {
+    txHash: { hex: settlement.txHash },
+    jobId: settlement.jobId,
+    payer: { hex: settlement.payer },
+    amountWei: { decimal: settlement.amount },
+    network: settlement.network,
+    promptBlobHash: { hex: settlement.promptBlobHash },
+    blockNumber: BigInt(settlement.blockNumber),
+  };
+}

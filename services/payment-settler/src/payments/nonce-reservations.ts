@@ -1,0 +1,105 @@
+import { randomUUID } from 'node:crypto';
+import type { ExpiringValues } from '@svc/platform';
+import type { DebitAuthorizationJson } from '@svc/x402';
+
+/** A verified payment whose nonce is held for one call. */
+export interface HeldPayment {
+  readonly reservationId: string;
+  readonly authorization: DebitAuthorizationJson;
+  readonly signature: string;
+  /** The fee the requirements named: what settlement is expected to debit. */
+  readonly amount: string;
+  readonly network: string;
+  /** Unix ms. */
+  readonly expiresAtMs: number;
+}
+
+/** A payment that landed: the debit and the job it submitted. */
+export interface Settlement {
+  readonly txHash: string;
+  readonly jobId: string;
+  readonly payer: string;
+  readonly amount: string;
+  readonly network: string;
+  readonly promptBlobHash: string;
+  readonly blockNumber: number;
+}
+
+type ReservationRecord = HeldPayment & { readonly settlement?: Settlement };
+
+export type ReleaseOutcome = 'released' | 'settled';
+
+/**
+ * Holds a payment's (payer, nonce) for the one call that verified it, in the shared store so every
+ * replica sees it (docs/protocol.md, check 10): a second call with the same payment is refused as used
+ * while the first one runs, and the pair is freed when that call ends without the debit landing, so the
+ * same `PAYMENT-SIGNATURE` can be sent again. A settled pair stays taken (and the chain marks its nonce
+ * used for good).
+ *
+ * Two keys: the pair, whose value is the holding reservation's id (set-if-absent is the atomic
+ * reservation), and the reservation's record (the payment, then its settlement).
+ */
+export class NonceReservations {
+  constructor(
+    private readonly values: ExpiringValues,
+    private readonly settledTtlMs: number,
+  ) {}
+
+  /** Whether a call holds the pair now, or held it and settled. */
+  async isTaken(payer: string, nonce: string): Promise<boolean> {
+    return (await this.values.get(pairKey(payer, nonce))) !== null;
+  }
+
+  /** Reserves the pair for a new call; undefined when another call holds it (or settled it). */
+  async reserve(
+    payment: Omit<HeldPayment, 'reservationId' | 'expiresAtMs'>,
+    ttlMs: number,
+  ): Promise<HeldPayment | undefined> {
+    const reservationId = randomUUID();
+    const { payer, nonce } = payment.authorization;
+    if (!(await this.values.setIfAbsent(pairKey(payer, nonce), reservationId, ttlMs))) return undefined;
+    const held: HeldPayment = { ...payment, reservationId, expiresAtMs: Date.now() + ttlMs };
+    await this.values.set(recordKey(reservationId), JSON.stringify(held), ttlMs);
+    return held;
+  }
+
+  /** The reservation's payment and, once settled, its settlement; undefined when it lapsed or was freed. */
+  async get(reservationId: string): Promise<ReservationRecord | undefined> {
+    const raw = await this.values.get(recordKey(reservationId));
+    return raw === null ? undefined : (JSON.parse(raw) as ReservationRecord);
+  }
+
+  /** Whether the reservation still holds its pair (it did not lapse, and was not freed). */
+  async holds(held: HeldPayment): Promise<boolean> {
+    const { payer, nonce } = held.authorization;
+    return (await this.values.get(pairKey(payer, nonce))) === held.reservationId;
+  }
+
+  /** Records the settlement; the pair stays taken for as long as the settlement is remembered. */
+  async markSettled(held: HeldPayment, settlement: Settlement): Promise<void> {
+    const { payer, nonce } = held.authorization;
+    const record: ReservationRecord = { ...held, settlement };
+    await this.values.set(recordKey(held.reservationId), JSON.stringify(record), this.settledTtlMs);
+    await this.values.set(pairKey(payer, nonce), held.reservationId, this.settledTtlMs);
+  }
+
+  /** Frees the pair unless the payment settled; freeing twice, or a lapsed reservation, is a no-op. */
+  async release(reservationId: string): Promise<ReleaseOutcome> {
+    const record = await this.get(reservationId);
+    if (record?.settlement) return 'settled';
+    if (record) {
+      const { payer, nonce } = record.authorization;
+      await this.values.compareAndDelete(pairKey(payer, nonce), reservationId);
+      await this.values.compareAndDelete(recordKey(reservationId), JSON.stringify(record));
+    }
+    return 'released';
+  }
+}
+
+function pairKey(payer: string, nonce: string): string {
+  return `payments:nonce:${payer.toLowerCase()}:${nonce.toLowerCase()}`;
+}
+
+function recordKey(reservationId: string): string {
+  return `payments:reservation:${reservationId}`;
+}

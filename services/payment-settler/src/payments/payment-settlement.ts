@@ -1,0 +1,205 @@
+import type { Interface, JsonRpcProvider } from 'ethers';
+import {
+  blobFeeCap,
+  blobSidecarOf,
+  BlobFeeTooHighError,
+  ContractRevertError,
+  decodeProtocolLog,
+  TransactionRevertedError,
+  type ChainClient,
+  type ContractError,
+  type TransactionSender,
+} from '@svc/chain';
+import { AppError, type Logger } from '@svc/platform';
+import { debitAuthorizationOf } from '@svc/x402';
+import type { HeldPayment, NonceReservations, Settlement } from './nonce-reservations.js';
+import { refusalCodeOfRevert, type PaymentRefusal } from './refusals.js';
+
+export interface SettleRequest {
+  readonly reservationId: string;
+  readonly sessionId: bigint;
+  /** The encrypted prompt, framed into the settlement's blob. */
+  readonly promptWire: Uint8Array;
+  /** The caller's own maximum blob base fee, when lower than the settler's. */
+  readonly maxFeePerBlobGas?: bigint;
+  readonly requestId: string;
+}
+
+export type SettleOutcome =
+  | { readonly settled: Settlement }
+  | { readonly refused: PaymentRefusal }
+  /** The session cannot take a job; nothing was sent and the payment stays held for another session. */
+  | { readonly sessionUnusable: string };
+
+/** Reverts that say the session, not the payment, is the problem: another session may take the job. */
+const SESSION_REVERTS = new Set(['SessionStateInvalid', 'WorkerNotActive', 'NotSessionWorker']);
+
+export interface PaymentSettlementOptions {
+  readonly chain: ChainClient;
+  readonly provider: JsonRpcProvider;
+  /** Sends as the facilitator, from its operators' blob lane. */
+  readonly sender: TransactionSender;
+  readonly reservations: NonceReservations;
+  /** The settler's own blob fee maximum (the sender's). */
+  readonly maxFeePerBlobGas: bigint;
+  /** Where a settlement's `DebitSettled` log is looked for. */
+  readonly deploymentBlock: number;
+  readonly logger: Logger;
+}
+
+/**
+ * Settles held payments with `submitJobWithDebit`: one blob transaction that debits the payer and submits
+ * the job in the service's session. A payment is never charged twice and never reported failed once it
+ * landed: the chain marks its nonce used, a repeat returns the recorded settlement, and a send that fails
+ * in an unknown way is looked up on chain (the nonce, then its `DebitSettled` log and the job's prompt
+ * blob) before it is answered `unexpected_settle_error`.
+ */
+export class PaymentSettlement {
+  constructor(private readonly options: PaymentSettlementOptions) {}
+
+  async settle(request: SettleRequest): Promise<SettleOutcome> {
+    const { reservations, logger } = this.options;
+    const record = await reservations.get(request.reservationId);
+    if (record?.settlement) return { settled: record.settlement };
+    if (!record || !(await reservations.holds(record)))
+      return {
+        refused: {
+          code: 'invalid_transaction_state',
+          message:
+            "The payment's reservation lapsed before it settled: send the same PAYMENT-SIGNATURE again.",
+        },
+      };
+    const payer = record.authorization.payer;
+    const blob = blobSidecarOf(request.promptWire);
+    try {
+      if (request.maxFeePerBlobGas !== undefined && request.maxFeePerBlobGas < this.options.maxFeePerBlobGas)
+        await blobFeeCap(this.options.provider, request.maxFeePerBlobGas);
+      const mined = await this.options.sender.send({
+        to: this.options.chain.addresses.jobRegistry,
+        data: this.#settlementCall(record, request.sessionId),
+        blobs: [blob],
+      });
+      const settlement = this.#settlementOf(
+        record,
+        mined.receipt.hash,
+        mined.receipt.blockNumber,
+        mined.receipt.logs,
+      );
+      await reservations.markSettled(record, settlement);
+      return { settled: settlement };
+    } catch (error) {
+      const revert = revertOf(error);
+      if (revert && SESSION_REVERTS.has(revert.name)) return { sessionUnusable: revert.name };
+      if (!revert || revert.name === 'NonceAlreadyUsed') {
+        // Perhaps it landed anyway (a lost receipt, or our own earlier send of this payment).
+        const landed = await this.#landedSettlement(record, blob.versionedHash).catch(
+          (lookupError: unknown) => {
+            logger.warn({ err: lookupError, payer }, 'settlement lookup failed');
+            return undefined;
+          },
+        );
+        if (landed) {
+          await reservations.markSettled(record, landed);
+          logger.info(
+            { err: error, payer, txHash: landed.txHash },
+            'the settlement landed although its send failed',
+          );
+          return { settled: landed };
+        }
+      }
+      await reservations.release(record.reservationId);
+      return this.#failure(error, revert, payer);
+    }
+  }
+
+  #settlementCall(held: HeldPayment, sessionId: bigint): string {
+    return (this.options.chain.jobRegistry.interface as Interface).encodeFunctionData('submitJobWithDebit', [
+      sessionId,
+      debitAuthorizationOf(held.authorization),
+      held.signature,
+    ]);
+  }
+
+  #settlementOf(
+    held: HeldPayment,
+    txHash: string,
+    blockNumber: number,
+    logs: readonly Parameters<typeof decodeProtocolLog>[0][],
+  ): Settlement {
+    const events = logs.map((log) => decodeProtocolLog(log, this.options.chain.addresses));
+    const submitted = events.find((event) => event?.name === 'JobSubmitted');
+    const debited = events.find((event) => event?.name === 'DebitSettled');
+    if (submitted?.name !== 'JobSubmitted' || debited?.name !== 'DebitSettled')
+      throw new Error(`settlement ${txHash} emitted no JobSubmitted and DebitSettled`);
+    return {
+      txHash: txHash.toLowerCase(),
+      jobId: submitted.args.jobId.toString(),
+      payer: held.authorization.payer,
+      amount: debited.args.amount.toString(),
+      network: held.network,
+      promptBlobHash: submitted.args.promptBlobHash,
+      blockNumber,
+    };
+  }
+
+  /**
+   * The settlement of this payment carrying this prompt blob, if it is on chain. A nonce used by another
+   * settlement (another call's, with another blob) is not ours.
+   */
+  async #landedSettlement(held: HeldPayment, promptBlobHash: string): Promise<Settlement | undefined> {
+    const { chain, deploymentBlock } = this.options;
+    const { payer, nonce } = held.authorization;
+    if (!(await chain.isNonceUsed(payer, nonce))) return undefined;
+    const logs = await chain.jobRegistry.queryFilter(
+      chain.jobRegistry.filters.DebitSettled(payer, nonce),
+      deploymentBlock,
+    );
+    for (const log of logs) {
+      const job = await chain.getJob(log.args.jobId);
+      if (job.promptBlobHash.toLowerCase() !== promptBlobHash.toLowerCase()) continue;
+      const receipt = await chain.provider.getTransactionReceipt(log.transactionHash);
+      if (!receipt) continue;
+      return this.#settlementOf(held, log.transactionHash, log.blockNumber, receipt.logs);
+    }
+    return undefined;
+  }
+
+  #failure(error: unknown, revert: ContractError | undefined, payer: string): SettleOutcome {
+    if (error instanceof BlobFeeTooHighError)
+      throw new AppError('blob_fee_too_high', {
+        message: `The blob base fee (${error.requiredFeePerBlobGas} wei) is above what this service pays (${error.maxFeePerBlobGas} wei); try again later.`,
+        retryAfterSeconds: 12,
+        cause: error,
+      });
+    if (revert?.name === 'EnforcedPause')
+      throw new AppError('not_configured', {
+        message: 'JobRegistry is paused: no new jobs run.',
+        cause: error,
+      });
+    if (revert?.name === 'ModelDisabled') throw new AppError('model_not_found', { cause: error });
+    if (revert || error instanceof TransactionRevertedError) {
+      const code = (revert && refusalCodeOfRevert(revert.name)) ?? 'invalid_transaction_state';
+      return {
+        refused: {
+          code,
+          message:
+            code === 'invalid_transaction_state'
+              ? `The chain refused the settlement${revert ? ` (${revert.name})` : ''}; retry shortly.`
+              : `The chain refused the settlement with ${revert!.name}.`,
+          payer,
+        },
+      };
+    }
+    throw new AppError('unexpected_settle_error', {
+      message:
+        'The payment could not be settled; send the same PAYMENT-SIGNATURE again (a payment that did settle is refused as used, never charged twice).',
+      cause: error,
+    });
+  }
+}
+
+function revertOf(error: unknown): ContractError | undefined {
+  if (error instanceof ContractRevertError) return error.revert;
+  if (error instanceof TransactionRevertedError) return error.revert ?? undefined;
+  return undefined;
+}

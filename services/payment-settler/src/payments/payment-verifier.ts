@@ -1,0 +1,166 @@
+import { recoverAddress, TypedDataEncoder } from 'ethers';
+import type { ChainClient } from '@svc/chain';
+import { DEBIT_AUTHORIZATION_TYPES, debitDomain } from '@svc/contracts';
+import { AppError } from '@svc/platform';
+import {
+  debitAuthorizationOf,
+  readPaymentSignature,
+  sameRequirements,
+  type DebitAuthorizationJson,
+  type PaymentPayload,
+} from '@svc/x402';
+import type { HeldPayment, NonceReservations } from './nonce-reservations.js';
+import { sameAddress, type PaymentTerms } from './payment-terms.js';
+import type { PaymentRefusal, PaymentRefusalCode } from './refusals.js';
+
+/** Half the secp256k1 group order: a signature's `s` above it is the malleable twin JobRegistry refuses. */
+const SECP256K1_HALF_ORDER = 0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0n;
+
+export type Verdict =
+  | { readonly verified: HeldPayment; readonly maxAmount: bigint; readonly deadline: bigint }
+  | { readonly refused: PaymentRefusal };
+
+/**
+ * Verifies a `PAYMENT-SIGNATURE` in the protocol's check order (docs/protocol.md, Check order and codes);
+ * the first failure decides the code. The chain is read for the fee, the facilitator's authorization,
+ * the nonce and the payer's balance, in parallel, and judged in order afterwards. A good payment's
+ * (payer, nonce) is reserved last, atomically: of two calls with one payment, one proceeds.
+ */
+export class PaymentVerifier {
+  constructor(
+    private readonly chain: ChainClient,
+    private readonly terms: PaymentTerms,
+    private readonly reservations: NonceReservations,
+  ) {}
+
+  async verify(paymentSignature: string, model: string, reservationTtlMs: number): Promise<Verdict> {
+    const read = readPaymentSignature(paymentSignature);
+    if (!read.ok) return refuse(read.code, read.message);
+    const { payment } = read;
+    const payer = payment.payload.authorization.payer;
+    const refusal = await this.#firstFailure(payment, model).catch((error: unknown) => {
+      if (error instanceof AppError) throw error;
+      throw new AppError('unexpected_verify_error', {
+        message: 'The payment could not be checked against the chain; send the same PAYMENT-SIGNATURE again.',
+        cause: error,
+      });
+    });
+    if (refusal) return { refused: { ...refusal, payer } };
+    const { authorization, signature } = payment.payload;
+    const held = await this.reservations.reserve(
+      { authorization, signature, amount: payment.accepted.amount, network: payment.accepted.network },
+      reservationTtlMs,
+    );
+    if (!held) return refuse('invalid_prepaid_debit_payload_nonce_used', NONCE_IN_USE, payer);
+    return {
+      verified: held,
+      maxAmount: BigInt(authorization.maxAmount),
+      deadline: BigInt(authorization.deadline),
+    };
+  }
+
+  /** Checks 4 to 13; undefined when the payment passes them all. */
+  async #firstFailure(
+    payment: PaymentPayload,
+    model: string,
+  ): Promise<Omit<PaymentRefusal, 'payer'> | undefined> {
+    const { parties } = this.terms;
+    const authorization = payment.payload.authorization;
+    if (payment.accepted.network !== this.terms.network)
+      return failure(
+        'invalid_network',
+        `This server settles on ${this.terms.network}, not ${payment.accepted.network}.`,
+      );
+    const current = await this.terms.requirementsFor(model);
+    if (!sameRequirements(payment.accepted, current))
+      return failure(
+        'invalid_payment_requirements',
+        'accepted is not the current payment requirements (the fee may have changed): rebuild the payment from PAYMENT-REQUIRED.',
+      );
+    const [now, facilitatorAuthorized, nonceUsedOnChain, nonceHeld, balance] = await Promise.all([
+      this.#chainNow(),
+      this.terms.facilitatorAuthorized(),
+      this.chain.isNonceUsed(authorization.payer, authorization.nonce),
+      this.reservations.isTaken(authorization.payer, authorization.nonce),
+      this.chain.prepaidBalanceOf(authorization.payer),
+    ]);
+    const fee = BigInt(current.amount);
+    if (BigInt(authorization.deadline) < BigInt(now))
+      return failure(
+        'invalid_prepaid_debit_payload_expired',
+        `The payment's deadline ${authorization.deadline} has passed.`,
+      );
+    if (!sameAddress(authorization.facilitator, parties.facilitator))
+      return failure(
+        'invalid_prepaid_debit_payload_facilitator_mismatch',
+        `The payment names facilitator ${authorization.facilitator}; this server's is ${parties.facilitator}.`,
+      );
+    if (!sameAddress(authorization.payTo, parties.payTo))
+      return failure(
+        'invalid_prepaid_debit_payload_recipient_mismatch',
+        `The payment names payTo ${authorization.payTo}; this server's is ${parties.payTo}.`,
+      );
+    if (!facilitatorAuthorized)
+      return failure(
+        'invalid_prepaid_debit_facilitator_not_authorized',
+        "This server's per-call setup is incomplete (its facilitator is not authorized); pay with an API key meanwhile.",
+      );
+    if (nonceUsedOnChain || nonceHeld)
+      return failure('invalid_prepaid_debit_payload_nonce_used', NONCE_IN_USE);
+    if (!this.#signedByPayer(authorization, payment.payload.signature))
+      return failure(
+        'invalid_prepaid_debit_payload_signature',
+        "The signature does not recover to the payer over this chain's JobRegistry domain (or its s is not low).",
+      );
+    if (fee > BigInt(authorization.maxAmount))
+      return failure(
+        'invalid_prepaid_debit_payload_over_cap',
+        `The fee ${fee} wei is above the payment's maxAmount ${authorization.maxAmount}.`,
+      );
+    if (balance < fee)
+      return failure(
+        'insufficient_funds',
+        `The payer's prepaid balance (${balance} wei) cannot cover the fee (${fee} wei): deposit() from the payer's wallet.`,
+      );
+    return undefined;
+  }
+
+  /** EIP-712 recovery as JobRegistry does it (OpenZeppelin ECDSA): 65 bytes, v 27 or 28, low s. */
+  #signedByPayer(authorization: DebitAuthorizationJson, signature: string): boolean {
+    const bytes = Buffer.from(signature.slice(2), 'hex');
+    const r = `0x${bytes.subarray(0, 32).toString('hex')}`;
+    const s = `0x${bytes.subarray(32, 64).toString('hex')}`;
+    const v = bytes[64]!;
+    if ((v !== 27 && v !== 28) || BigInt(s) > SECP256K1_HALF_ORDER) return false;
+    const digest = TypedDataEncoder.hash(
+      debitDomain(this.terms.parties.chainId, this.chain.addresses.jobRegistry),
+      DEBIT_AUTHORIZATION_TYPES,
+      debitAuthorizationOf(authorization),
+    );
+    try {
+      return sameAddress(recoverAddress(digest, { r, s, v }), authorization.payer);
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * The chain's clock: the latest block's timestamp, or the wall clock when later (a chain that mines
+   * on demand stamps its next block with the wall clock).
+   */
+  async #chainNow(): Promise<number> {
+    const block = await this.chain.provider.getBlock('latest');
+    return Math.max(block?.timestamp ?? 0, Math.floor(Date.now() / 1000));
+  }
+}
+
+const NONCE_IN_USE =
+  'This payment was already used, or is being settled by another call: sign a new one with a fresh nonce.';
+
+function failure(code: PaymentRefusalCode, message: string): Omit<PaymentRefusal, 'payer'> {
+  return { code, message };
+}
+
+function refuse(code: PaymentRefusalCode, message: string, payer?: string): Verdict {
+  return { refused: { code, message, ...(payer ? { payer } : {}) } };
+}
