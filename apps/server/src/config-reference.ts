@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { gatewayConfigShape } from '@svc/gateway';
 import { jobOrchestratorConfigShape } from '@svc/job-orchestrator';
 import { keyServiceConfigShape } from '@svc/key-service';
+import { paymentSettlerConfigShape } from '@svc/payment-settler';
 import { configReference, type ConfigShape } from '@svc/platform';
 import { runtimeConfigShape } from '@svc/runtime';
 import { workerConfigShape } from '@svc/worker';
@@ -34,6 +35,12 @@ const services: Array<{ name: string; about: string; shape: ConfigShape }> = [
     about:
       'Runs completions as JobRegistry jobs (gRPC `JobOrchestrator`), serves the worker link (`WorkerLink`) and keeps every submitted job moving to its end. The all-in-one target sends as the devnet’s service signer through its operators.',
     shape: jobOrchestratorConfigShape,
+  },
+  {
+    name: 'payment-settler',
+    about:
+      'Per-call payments (x402 `prepaid-debit`, gRPC `PaymentSettler`): requirements, verification with nonce reservations, and the settlement that debits the payer and submits the job. Without FACILITATOR_PRIVATE_KEY the server takes no per-call payments. The all-in-one target settles as the devnet’s facilitator through its operator.',
+    shape: paymentSettlerConfigShape,
   },
   {
     name: 'worker',

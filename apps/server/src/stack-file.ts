@@ -3,6 +3,7 @@ import { dirname, join } from 'node:path';
 import { JsonRpcProvider, Network } from 'ethers';
 import { connectJobRegistry } from '@svc/contracts';
 import type { GatewayInstance } from '@svc/gateway';
+import type { PaymentSettlerInstance } from '@svc/payment-settler';
 import type { RunningTarget } from '@svc/runtime';
 
 /**
@@ -29,6 +30,7 @@ export const STACK_FILE_NAME = 'stack.json';
 export async function writeStackFile(running: RunningTarget): Promise<() => Promise<void>> {
   const chain = running.dependencies.chain;
   const gateway = running.instances.get('gateway') as GatewayInstance | undefined;
+  const settler = running.instances.get('payment-settler') as PaymentSettlerInstance | undefined;
   const path = join(running.stateDir, STACK_FILE_NAME);
   if (!chain || !gateway) return async () => {};
   const devnet = chain.devnet;
@@ -46,7 +48,7 @@ export async function writeStackFile(running: RunningTarget): Promise<() => Prom
     chainId: chain.chainId,
     contracts: { jobRegistry: chain.contracts.jobRegistry, workerRegistry: chain.contracts.workerRegistry },
     delegate,
-    facilitator: null,
+    facilitator: settler?.parts?.terms.parties.facilitator ?? null,
     models: devnet?.models.map((model) => model.name) ?? [],
     accounts: withoutDelegate.map(({ address, privateKey }) => ({ address, privateKey })),
   };

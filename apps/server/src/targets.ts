@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { gatewayModule } from '@svc/gateway';
 import { jobOrchestratorModule } from '@svc/job-orchestrator';
 import { keyServiceModule } from '@svc/key-service';
+import { paymentSettlerModule } from '@svc/payment-settler';
 import type { SharedDependencies, Target, Unit } from '@svc/runtime';
 import { workerModule } from '@svc/worker';
 import { localSecretSettings } from './local-secrets.js';
@@ -13,12 +14,13 @@ const DEVNET_WORKER_PASSWORD = 'devnet';
 /**
  * Everything on one machine (`npm start`): every service in this process, the devnet (unless RPC_URL
  * names a chain) and a reference worker for each of the devnet's worker accounts. On the devnet the
- * orchestrator sends as the devnet's service signer through its operators.
+ * orchestrator sends as the devnet's service signer through its operators, and the payment-settler as
+ * the devnet's facilitator through its operator, so per-call payments are taken out of the box.
  */
 export const allInOne: Target = {
   name: 'all',
   allInOne: true,
-  modules: [keyServiceModule, jobOrchestratorModule, gatewayModule, workerModule],
+  modules: [keyServiceModule, paymentSettlerModule, jobOrchestratorModule, gatewayModule, workerModule],
   // Internal gRPC stays on loopback, on a free port: the gateway is the only thing users reach. Only here
   // may the settings that are unsafe to guess in a deployment default: the proxy trusted is loopback's,
   // sign-in is bound to PUBLIC_URL and the devnet's chain, and the secrets are kept under STATE_DIR.
@@ -49,6 +51,13 @@ export const allInOne: Target = {
     }));
     return [
       { module: keyServiceModule },
+      {
+        module: paymentSettlerModule,
+        defaults: {
+          ...(chain?.devnet ? devnetFacilitatorAccounts(chain.devnet.accounts) : {}),
+          ...(chain?.devnet && chain.blockTimeSeconds === null ? { TX_POLL_INTERVAL: '25ms' } : {}),
+        },
+      },
       {
         module: jobOrchestratorModule,
         defaults: {
@@ -82,6 +91,19 @@ function devnetServiceAccounts(accounts: readonly DevnetAccount[]): Record<strin
   };
 }
 
+/** The devnet's facilitator and its operator as the settler's settings, paying to the service signer. */
+function devnetFacilitatorAccounts(accounts: readonly DevnetAccount[]): Record<string, string> {
+  const signer = accounts.find((account) => account.role === 'service-signer');
+  const facilitator = accounts.find((account) => account.role === 'facilitator');
+  const operators = accounts.filter((account) => account.role === 'facilitator-operator');
+  if (!signer || !facilitator) return {};
+  return {
+    FACILITATOR_PRIVATE_KEY: facilitator.privateKey,
+    FACILITATOR_OPERATOR_PRIVATE_KEYS: operators.map((account) => account.privateKey).join(','),
+    PAY_TO_ADDRESS: signer.address,
+  };
+}
+
 type DevnetAccount = NonNullable<SharedDependencies['chain']['devnet']>['accounts'][number];
 
 /** Every target the runner knows: `all`, or one service per process (what a container runs). */
@@ -89,6 +111,7 @@ export const targets: Readonly<Record<string, Target>> = {
   all: allInOne,
   'key-service': { name: 'key-service', modules: [keyServiceModule] },
   'job-orchestrator': { name: 'job-orchestrator', modules: [jobOrchestratorModule] },
+  'payment-settler': { name: 'payment-settler', modules: [paymentSettlerModule] },
   gateway: { name: 'gateway', modules: [gatewayModule] },
   worker: { name: 'worker', modules: [workerModule] },
 };

@@ -1,7 +1,14 @@
 import type { AnvilAccount } from '@svc/anvil';
 
 /** What a demo account is for; every local run uses the same accounts for the same roles. */
-export type DemoAccountRole = 'owner' | 'service-signer' | 'worker' | 'wallet' | 'operator';
+export type DemoAccountRole =
+  | 'owner'
+  | 'service-signer'
+  | 'worker'
+  | 'wallet'
+  | 'operator'
+  | 'facilitator'
+  | 'facilitator-operator';
 
 /** Every role, in the order the description schema lists them. */
 export const DEMO_ACCOUNT_ROLES = [
@@ -10,6 +17,8 @@ export const DEMO_ACCOUNT_ROLES = [
   'worker',
   'wallet',
   'operator',
+  'facilitator',
+  'facilitator-operator',
 ] as const satisfies readonly DemoAccountRole[];
 
 export interface DemoAccount extends AnvilAccount {
@@ -42,6 +51,23 @@ const OPERATOR_PURPOSES: readonly string[] = [
   "service operator 3: sends the service's plain transactions (sessions, refunds, releases)",
 ];
 
+/**
+ * The per-call payment side (docs/protocol.md, Per-call payment): the facilitator the payment-settler
+ * settles as, authorized by the service signer as its delegate, and its operator that sends the
+ * settlements.
+ */
+const PER_CALL_ROLES: ReadonlyArray<{ role: DemoAccountRole; purpose: string }> = [
+  {
+    role: 'facilitator',
+    purpose:
+      "the facilitator: settles per-call (x402) payments; the service signer authorized it as its delegate",
+  },
+  {
+    role: 'facilitator-operator',
+    purpose: "facilitator operator 1: sends the facilitator's settlements (blob transactions)",
+  },
+];
+
 function walletPurpose(number: number): string {
   return number === 1
     ? 'user wallet 1: signs in, mints API keys; deposited 1 ETH and authorized the service signer, so its API-key calls are paid at once'
@@ -50,13 +76,14 @@ function walletPurpose(number: number): string {
 
 /** Accounts the devnet hands out by role, plus one it keeps to itself for the KZG warm-up. */
 export function demoAccountCount(walletCount: number): number {
-  return FIXED_ROLES.length + walletCount + OPERATOR_PURPOSES.length + 1;
+  return FIXED_ROLES.length + walletCount + OPERATOR_PURPOSES.length + PER_CALL_ROLES.length + 1;
 }
 
 /**
  * Gives anvil's dev accounts (derived from its well-known mnemonic, so the same on every run) their
- * roles in index order: owner, service signer, two workers, the user wallets, then the service signer's
- * operators (after the wallets, so the accounts that came before operators existed kept their index).
+ * roles in index order: owner, service signer, two workers, the user wallets, the service signer's
+ * operators, then the facilitator and its operator (each group after the ones that came before it
+ * existed, so those kept their index).
  */
 export function assignDemoAccounts(accounts: readonly AnvilAccount[], walletCount: number): DemoAccount[] {
   const needed = demoAccountCount(walletCount) - 1;
@@ -70,12 +97,17 @@ export function assignDemoAccounts(accounts: readonly AnvilAccount[], walletCoun
     role: 'wallet' as const,
     purpose: walletPurpose(index + 1),
   }));
-  const operators = accounts.slice(walletsEnd, needed).map((account, index) => ({
+  const operatorsEnd = walletsEnd + OPERATOR_PURPOSES.length;
+  const operators = accounts.slice(walletsEnd, operatorsEnd).map((account, index) => ({
     ...account,
     role: 'operator' as const,
     purpose: OPERATOR_PURPOSES[index] as string,
   }));
-  return [...fixed, ...wallets, ...operators];
+  const perCall = PER_CALL_ROLES.map((role, index) => ({
+    ...(accounts[operatorsEnd + index] as AnvilAccount),
+    ...role,
+  }));
+  return [...fixed, ...wallets, ...operators, ...perCall];
 }
 
 /** The first account with `role`; the devnet always has one owner, service signer and worker. */

@@ -43,9 +43,9 @@ export const DEFAULT_DEVNET_CHAIN_ID = 31337;
 /**
  * Bumped whenever what a fresh devnet sets up on its chain changes (accounts, operators, deposits), so
  * a chain kept by older setup code is discarded rather than resumed without it. 2: the service signer's
- * operators and user wallet 1's deposit.
+ * operators and user wallet 1's deposit. 3: the facilitator, its operator and its authorization.
  */
-export const DEVNET_SETUP_VERSION = 2;
+export const DEVNET_SETUP_VERSION = 3;
 const DEFAULT_WALLET_COUNT = 3;
 /** anvil's own default: the least it is started with, more when the role accounts need them. */
 const ANVIL_DEFAULT_ACCOUNTS = 10;
@@ -236,8 +236,9 @@ function fromDescription(
 
 /**
  * What a fresh chain needs besides the contracts, with each sender's transactions in its own chain of
- * awaits so they run side by side: the service signer names its operators, each operator accepts as
- * soon as its offer is mined, and user wallet 1 deposits with the service signer authorized.
+ * awaits so they run side by side: the service signer names its operators (each operator accepts as
+ * soon as its offer is mined) and then authorizes the facilitator as its delegate, the facilitator hands
+ * off to its operator likewise, and user wallet 1 deposits with the service signer authorized.
  */
 async function prepareAccounts(
   provider: JsonRpcProvider,
@@ -246,30 +247,57 @@ async function prepareAccounts(
 ): Promise<void> {
   const wallet = accounts.find((account) => account.role === 'wallet');
   const signer = accountWithRole(accounts, 'service-signer');
+  const facilitator = accountWithRole(accounts, 'facilitator');
   await Promise.all([
-    handOffOperators(provider, jobRegistryAddress, signer, operatorAccounts(accounts)),
+    (async () => {
+      await handOffOperators(provider, jobRegistryAddress, signer, operatorAccounts(accounts));
+      await authorizeFacilitator(provider, jobRegistryAddress, signer, facilitator.address);
+    })(),
+    handOffOperators(
+      provider,
+      jobRegistryAddress,
+      facilitator,
+      accounts.filter((account) => account.role === 'facilitator-operator'),
+    ),
     wallet && depositAndAuthorize(provider, jobRegistryAddress, wallet, signer.address),
   ]);
 }
 
+/** `setDelegateAuthorization(facilitator, true)` from the service signer: per-call payments can settle. */
+async function authorizeFacilitator(
+  provider: JsonRpcProvider,
+  jobRegistryAddress: string,
+  signerAccount: DemoAccount,
+  facilitatorAddress: string,
+): Promise<void> {
+  const asSigner = connectJobRegistry(jobRegistryAddress, new DevWallet(signerAccount.privateKey, provider));
+  const { mined } = await confirmed(
+    `let the service signer authorize the facilitator ${facilitatorAddress}`,
+    asSigner.setDelegateAuthorization(facilitatorAddress, true),
+  );
+  await mined;
+}
+
 /**
- * The two-step hand-off of docs/protocol.md ("Principals and operators") for every operator: the
- * service signer offers (`setOperator(operator, true)`, nonces assigned here so the offers go out back
- * to back), the operator accepts (`acceptOperator(signer)`). Checked afterwards with `principalOf`.
+ * The two-step hand-off of docs/protocol.md ("Principals and operators") for every operator of a
+ * principal (the service signer, the facilitator): the principal offers (`setOperator(operator, true)`,
+ * nonces assigned here so the offers go out back to back), the operator accepts
+ * (`acceptOperator(principal)`). Checked afterwards with `principalOf`.
  */
 async function handOffOperators(
   provider: JsonRpcProvider,
   jobRegistryAddress: string,
-  signerAccount: DemoAccount,
+  principalAccount: DemoAccount,
   operators: readonly DemoAccount[],
 ): Promise<void> {
-  const signer = new DevWallet(signerAccount.privateKey, provider);
+  const principalRole = principalAccount.role;
+  const signer = new DevWallet(principalAccount.privateKey, provider);
   const asSigner = connectJobRegistry(jobRegistryAddress, signer);
   let nonce = await signer.getNonce('pending');
   const offers: Array<Promise<void>> = [];
   for (const operator of operators) {
     const sent = await confirmed(
-      `offer ${operator.address} as an operator of the service signer`,
+      `offer ${operator.address} as an operator of the ${principalRole}`,
       asSigner.setOperator(operator.address, true, { nonce: nonce++ }),
     );
     offers.push(sent.mined);
@@ -279,7 +307,7 @@ async function handOffOperators(
       await offers[index];
       const asOperator = connectJobRegistry(jobRegistryAddress, new DevWallet(operator.privateKey, provider));
       const { mined } = await confirmed(
-        `let ${operator.address} accept the service signer's operator offer`,
+        `let ${operator.address} accept the ${principalRole}'s operator offer`,
         asOperator.acceptOperator(signer.address),
       );
       await mined;
@@ -290,7 +318,7 @@ async function handOffOperators(
     const principal = await registry.principalOf(operator.address);
     if (principal !== signer.address) {
       throw new Error(
-        `the devnet's operator hand-off failed: principalOf(${operator.address}) is ${principal}, not the service signer ${signer.address}`,
+        `the devnet's operator hand-off failed: principalOf(${operator.address}) is ${principal}, not the ${principalRole} ${signer.address}`,
       );
     }
   }

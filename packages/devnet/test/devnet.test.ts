@@ -146,8 +146,10 @@ describe('startDevnet', () => {
       'operator',
       'operator',
       'operator',
+      'facilitator',
+      'facilitator-operator',
     ]);
-    // anvil's order, the operators after the wallets: the accounts older than the operators kept theirs.
+    // anvil's order, each newer group after the older ones: the accounts older than it kept their index.
     expect(accounts.map((account) => account.address)).toEqual(
       accounts.map((_, index) => anvilAddress(index)),
     );
@@ -173,9 +175,24 @@ describe('startDevnet', () => {
     const jobRegistry = connectJobRegistry(devnet.description.contracts.jobRegistry, provider);
     const signer = accountWithRole(devnet.description.accounts, 'service-signer').address;
     for (const operator of operators) expect(await jobRegistry.principalOf(operator.address)).toBe(signer);
-    // Nobody else acts for anyone.
-    for (const account of devnet.description.accounts.filter((candidate) => candidate.role !== 'operator'))
+    // Nobody else acts for anyone but the facilitator's operator.
+    for (const account of devnet.description.accounts.filter(
+      (candidate) => candidate.role !== 'operator' && candidate.role !== 'facilitator-operator',
+    ))
       expect(await jobRegistry.principalOf(account.address)).toBe(account.address);
+  });
+
+  it('has the facilitator authorized by the service signer, with its operator accepted', async () => {
+    const { accounts, contracts } = devnet.description;
+    const jobRegistry = connectJobRegistry(contracts.jobRegistry, provider);
+    const signer = accountWithRole(accounts, 'service-signer').address;
+    const facilitator = accountWithRole(accounts, 'facilitator').address;
+    expect(await jobRegistry.isDelegateAuthorized(signer, facilitator)).toBe(true);
+    const facilitatorOperators = accounts.filter((account) => account.role === 'facilitator-operator');
+    expect(facilitatorOperators).toHaveLength(1);
+    expect(await jobRegistry.principalOf(facilitatorOperators[0]!.address)).toBe(facilitator);
+    // The facilitator pays nothing itself: it only settles from payers' balances.
+    expect(await jobRegistry.prepaidBalanceOf(facilitator)).toBe(0n);
   });
 
   it('has user wallet 1 deposited with the service signer authorized, and the other wallets bare for the 402 flow', async () => {
@@ -250,6 +267,8 @@ describe('startDevnet options and stop', () => {
         'operator',
         'operator',
         'operator',
+        'facilitator',
+        'facilitator-operator',
       ]);
       // Set up with interval mining too: each step waits for its block.
       await expectPreparedAccounts(devnet.description, provider);

@@ -2,10 +2,13 @@ import { JsonRpcProvider, Network } from 'ethers';
 import { ChainClient } from '@svc/chain';
 import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import { WorkerLink } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
-import { jobLifecycleTopic } from '@svc/platform';
+import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
+import { jobLifecycleTopic, serviceClientOptions } from '@svc/platform';
+import { closeClient, createClient } from '@svc/proto';
 import { defineModule, type ServiceInstance } from '@svc/runtime';
 import { jobOrchestratorConfigShape } from './config.js';
 import { jobOrchestratorHandlers } from './completions/job-orchestrator-service.js';
+import type { PaymentSettlerClient } from './completions/per-call-settlement.js';
 import type { WorkerLinkServer } from './link/worker-link-server.js';
 import { buildJobOrchestrator, verifyServiceAccounts, type JobOrchestratorParts } from './service.js';
 
@@ -24,8 +27,10 @@ export const jobOrchestratorModule = defineModule({
   name: 'job-orchestrator',
   configShape: jobOrchestratorConfigShape,
   needs: ['store', 'bus', 'chain', 'grpc'],
+  peers: { SETTLER_ADDRESS: 'payment-settler' },
   build(config, { store, bus, chain, grpc, logger }): JobOrchestratorInstance {
     let provider: JsonRpcProvider | undefined;
+    let settler: PaymentSettlerClient | undefined;
     let parts: JobOrchestratorParts | undefined;
     return {
       get linkServer() {
@@ -43,6 +48,12 @@ export const jobOrchestratorModule = defineModule({
           jobRegistryAddress: chain.contracts.jobRegistry,
           workerRegistryAddress: chain.contracts.workerRegistry,
         });
+        if (config.SETTLER_ADDRESS)
+          settler = createClient(
+            PaymentSettler,
+            config.SETTLER_ADDRESS,
+            serviceClientOptions({ defaultUnaryTimeoutMs: config.SETTLER_TIMEOUT }),
+          );
         parts = buildJobOrchestrator({
           config,
           store,
@@ -52,6 +63,7 @@ export const jobOrchestratorModule = defineModule({
           chainId: BigInt(chain.chainId),
           deploymentBlock: chain.contracts.deploymentBlock,
           logger,
+          ...(settler ? { settler } : {}),
         });
         if (parts.completions) {
           await verifyServiceAccounts(config, parts.completions.chain);
@@ -67,6 +79,7 @@ export const jobOrchestratorModule = defineModule({
             heartbeatIntervalMs: config.LINK_HEARTBEAT_INTERVAL,
             principal: parts.completions?.chain.principal ?? null,
             completions: Boolean(parts.completions) && config.COMPLETIONS_ENABLED,
+            perCallPayments: Boolean(settler),
           },
           'job-orchestrator serving WorkerLink and JobOrchestrator',
         );
@@ -83,6 +96,7 @@ export const jobOrchestratorModule = defineModule({
           await completions.keeper.stop();
         }
         await parts?.linkServer.stop();
+        if (settler) closeClient(settler);
         provider?.destroy();
       },
     };

@@ -13,6 +13,7 @@ import { ServiceChain } from './chain/service-chain.js';
 import { AnswerRelay } from './completions/answer-relay.js';
 import { CompletionRunner } from './completions/completion-runner.js';
 import { ModelCatalogue } from './completions/model-catalogue.js';
+import { PerCallSettlement, type PaymentSettlerClient } from './completions/per-call-settlement.js';
 import { LifecyclePublisher } from './events/lifecycle-events.js';
 import { JobKeeper } from './keeper/job-keeper.js';
 import { TrackedJobs } from './keeper/tracked-jobs.js';
@@ -32,6 +33,8 @@ export interface JobOrchestratorPorts {
   readonly deploymentBlock: number;
   readonly logger: Logger;
   readonly replicaId?: string;
+  /** The payment-settler, on a server that takes per-call payments. */
+  readonly settler?: PaymentSettlerClient;
 }
 
 /** The orchestrator's parts: the worker link, and (with a signer) completions and the job keeper. */
@@ -126,6 +129,7 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     workers: linkServer,
     jobs,
     lifecycle,
+    perCall: ports.settler ? new PerCallSettlement(ports.settler, config.MAX_FEE_PER_BLOB_GAS) : undefined,
     enabled: config.COMPLETIONS_ENABLED,
     // A replica that dies leaves its jobs to the keeper this soon.
     runMarkTtlMs: 15_000,

@@ -16,21 +16,41 @@ import type { SessionLease, SessionPool } from '../sessions/session-pool.js';
 import type { AnswerRelay, AttemptOutcome } from './answer-relay.js';
 import { delegatePaymentRefusal, delegateRefusalOf } from './delegate-payment.js';
 import type { ModelCatalogue } from './model-catalogue.js';
+import type { PerCallSettlement } from './per-call-settlement.js';
 import { preparePrompt, sealPrompt, type PreparedPrompt } from './prompt-envelope.js';
 
-/** One completion call as the gateway hands it over (delegate path). */
+/** An API-key call paid from the key's wallet by the service's delegate (`submitJobFor`). */
+export interface DelegatePayment {
+  readonly kind: 'delegate';
+  readonly wallet: string;
+  readonly keyId: string;
+  /** The key's spend reservation for the call. */
+  readonly reservationId: string;
+  readonly maxFee: bigint;
+}
+
+/**
+ * A call paid per call: the payment-settler verified the payment and holds its nonce; the settlement
+ * debits the payer and submits the job in a session the service owns (`submitJobWithDebit`).
+ */
+export interface PrepaidDebitPayment {
+  readonly kind: 'prepaid_debit';
+  readonly paymentReservationId: string;
+  readonly payer: string;
+  readonly amount: bigint;
+  /** The API key sent beside the payment, if any, and its spend reservation. */
+  readonly keyId?: string;
+  readonly spendReservationId?: string;
+}
+
+/** One completion call as the gateway hands it over. */
 export interface CompletionCall {
   readonly requestId: string;
   readonly model: string;
   readonly messages: readonly PromptMessage[];
   readonly conversationId?: string;
   readonly stream: boolean;
-  readonly payment: {
-    readonly wallet: string;
-    readonly keyId: string;
-    readonly reservationId: string;
-    readonly maxFee: bigint;
-  };
+  readonly payment: DelegatePayment | PrepaidDebitPayment;
 }
 
 /** The `service` object of an answer. */
@@ -69,6 +89,8 @@ export interface CompletionRunnerOptions {
   readonly workers: Pick<LinkedWorkers, 'live' | 'sendHint' | 'acknowledgeFinal'>;
   readonly jobs: TrackedJobs;
   readonly lifecycle: LifecyclePublisher;
+  /** Settles per-call payments; undefined when this server takes none. */
+  readonly perCall: PerCallSettlement | undefined;
   /** False when completions are switched off in config. */
   readonly enabled: boolean;
   /** How long a job's `running` mark outlives the call holding it (renewed while the call lives). */
@@ -84,6 +106,35 @@ class NotSubmitted extends Error {
   constructor(readonly error: AppError) {
     super(error.message);
   }
+}
+
+/** Thrown when a submission's outcome cannot be known (the settler was not heard): the job may exist. */
+class SubmissionUnknown extends Error {
+  constructor(readonly error: AppError) {
+    super(error.message);
+  }
+}
+
+/** Reverts that say a pooled session cannot take a job: another session is tried. */
+const STALE_SESSION_REVERTS = new Set(['SessionStateInvalid', 'WorkerNotActive', 'NotSessionWorker']);
+
+/** The transaction that started an attempt (submission, settlement or reassignment). */
+interface SubmittedAttempt {
+  readonly hash: string;
+  readonly blockNumber: number;
+  readonly promptBlobHash: string | undefined;
+}
+
+/** A job on chain: its first attempt's transaction, and the fee in escrow. */
+interface SubmittedJob extends SubmittedAttempt {
+  readonly jobId: bigint;
+  readonly fee: bigint;
+}
+
+/** The prompt blob's versioned hash, from the submission's or reassignment's event. */
+function promptBlobHashOf(tx: ServiceTransaction): string | undefined {
+  const event = tx.events.find((candidate) => candidate.name === 'JobSubmitted' || candidate.name === 'JobReassigned');
+  return event && 'promptBlobHash' in event.args ? String(event.args.promptBlobHash) : undefined;
 }
 
 /**
@@ -154,14 +205,26 @@ class CompletionRun {
     this.#call = call;
     this.#signal = signal;
     this.#emit = emit;
-    this.#identity = {
-      reservationId: call.payment.reservationId,
-      requestId: call.requestId,
-      paymentPath: 'delegate',
-      payer: call.payment.wallet,
-      keyId: call.payment.keyId,
-      model: call.model,
-    };
+    const { payment } = call;
+    this.#identity =
+      payment.kind === 'delegate'
+        ? {
+            reservationId: payment.reservationId,
+            requestId: call.requestId,
+            paymentPath: 'delegate',
+            payer: payment.wallet,
+            keyId: payment.keyId,
+            model: call.model,
+          }
+        : {
+            reservationId: payment.spendReservationId || payment.paymentReservationId,
+            requestId: call.requestId,
+            paymentPath: 'prepaid_debit',
+            payer: payment.payer,
+            keyId: payment.keyId ?? '',
+            model: call.model,
+            paymentReservationId: payment.paymentReservationId,
+          };
   }
 
   async execute(): Promise<void> {
@@ -175,64 +238,104 @@ class CompletionRun {
         await lifecycle.publish(this.#identity, JobLifecycleKind.FAILED, { failureCode: refusal.code });
         return;
       }
+      if (error instanceof SubmissionUnknown) {
+        // The job may be on chain: the keeper adopts a settlement it sees for the service's sessions.
+        this.#emit({ case: 'failed', error: error.error, jobSubmitted: true });
+        await lifecycle.publish(this.#identity, JobLifecycleKind.FAILED, { failureCode: error.error.code });
+        return;
+      }
       logger.error({ err: error, requestId: this.#call.requestId }, 'completion run failed unexpectedly');
       this.#emit({ case: 'failed', error: new AppError('job_failed', { cause: error }), jobSubmitted: true });
     }
   }
 
   async #runJob(): Promise<void> {
-    const { chain, lifecycle } = this.#o;
+    const { lifecycle } = this.#o;
     const call = this.#call;
     const model = await this.#refuseUnless(() => this.#checkRunnable());
     await lifecycle.publish(this.#identity, JobLifecycleKind.REQUESTED);
-    await this.#refuseUnless(() => this.#checkPayment(model.fee));
-    if (call.payment.maxFee < model.fee) {
-      throw new NotSubmitted(
-        new AppError('job_failed', {
-          message: `The fee of ${call.model} rose to ${model.fee} wei while the call was prepared; send it again.`,
-        }),
-      );
+    const { payment } = call;
+    if (payment.kind === 'delegate') {
+      await this.#refuseUnless(() => this.#checkPayment(payment.wallet, model.fee));
+      if (payment.maxFee < model.fee)
+        throw new NotSubmitted(
+          new AppError('job_failed', {
+            message: `The fee of ${call.model} rose to ${model.fee} wei while the call was prepared; send it again.`,
+          }),
+        );
     }
     const prompt = await this.#refuseUnless(async () => preparePrompt(call.model, call.messages));
 
     // Submission: a stale pooled session (closed, its worker gone) is dropped and another one tried.
-    let submitted: { lease: SessionLease; jobId: bigint; fee: bigint; tx: ServiceTransaction } | undefined;
+    let submitted: { lease: SessionLease; job: SubmittedJob } | undefined;
     for (let tries = 1; !submitted; tries++) {
       this.#throwIfCallerLeft();
       const lease = await this.#refuseUnless(() => this.#acquireSession(model.modelId));
+      let job: SubmittedJob | 'session_unusable';
       try {
         this.#throwIfCallerLeft();
         const wire = sealPrompt(prompt, lease.session.publicKey, this.#binding(lease.session.sessionId));
-        const result = await chain.submitJobFor(
-          call.payment.wallet,
-          lease.session.sessionId,
-          call.payment.maxFee,
-          wire,
-        );
-        submitted = { lease, ...result };
+        job = await this.#submit(lease.session.sessionId, wire);
       } catch (error) {
-        const stale = ['SessionStateInvalid', 'WorkerNotActive', 'NotSessionWorker'].includes(
-          revertOf(error)?.name ?? '',
-        );
-        if (stale && tries < SESSION_TRIES) {
-          await lease.discard();
-          continue;
-        }
         await lease.release();
+        throw error;
+      }
+      if (job !== 'session_unusable') {
+        submitted = { lease, job };
+      } else if (tries < SESSION_TRIES) {
+        await lease.discard();
+      } else {
+        await lease.release();
+        throw new NotSubmitted(
+          new AppError('no_worker_available', { message: 'No pooled session could take the job; retry shortly.' }),
+        );
+      }
+    }
+    await this.#serve(submitted.lease, submitted.job, prompt);
+  }
+
+  /**
+   * Submits the job in the session: by the service's delegate for the key's wallet, or by settling the
+   * per-call payment. 'session_unusable' when the session turned out closed or its worker gone.
+   */
+  async #submit(sessionId: bigint, wire: Uint8Array): Promise<SubmittedJob | 'session_unusable'> {
+    const { chain, lifecycle } = this.#o;
+    const { payment } = this.#call;
+    if (payment.kind === 'delegate') {
+      try {
+        const { jobId, fee, tx } = await chain.submitJobFor(payment.wallet, sessionId, payment.maxFee, wire);
+        return { jobId, fee, hash: tx.hash, blockNumber: tx.blockNumber, promptBlobHash: promptBlobHashOf(tx) };
+      } catch (error) {
+        if (STALE_SESSION_REVERTS.has(revertOf(error)?.name ?? '')) return 'session_unusable';
         throw this.#submissionFailure(error);
       }
     }
-    await this.#serve(submitted.lease, submitted.jobId, submitted.fee, submitted.tx, prompt);
+    const perCall = this.#o.perCall;
+    if (!perCall)
+      throw new NotSubmitted(new AppError('unsupported_scheme', { message: 'This server takes no per-call payments.' }));
+    const outcome = await perCall.settle({
+      paymentReservationId: payment.paymentReservationId,
+      sessionId,
+      promptWire: wire,
+      requestId: this.#call.requestId,
+    });
+    if ('sessionUnusable' in outcome) return 'session_unusable';
+    if ('refused' in outcome) throw new NotSubmitted(outcome.refused);
+    if ('unknown' in outcome) throw new SubmissionUnknown(outcome.unknown);
+    const settled = outcome.settled;
+    await lifecycle.publish(this.#identity, JobLifecycleKind.PAYMENT_SETTLED, {
+      jobId: settled.jobId,
+      sessionId,
+      txHash: settled.txHash,
+      feeWei: settled.fee,
+    });
+    return { ...settled, hash: settled.txHash };
   }
 
   /** Runs the submitted job to its end: relay, verification, at most one reassignment, settlement. */
-  async #serve(
-    firstLease: SessionLease,
-    jobId: bigint,
-    fee: bigint,
-    tx: ServiceTransaction,
-    firstPrompt: PreparedPrompt,
-  ): Promise<void> {
+  async #serve(firstLease: SessionLease, submitted: SubmittedJob, firstPrompt: PreparedPrompt): Promise<void> {
+    const { jobId, fee } = submitted;
+    let attemptTx: SubmittedAttempt = submitted;
     const { chain, jobs, lifecycle, relay, workers, logger } = this.#o;
     await jobs.track(jobId, this.#identity);
     const run = await jobs.holdRun(jobId, this.#holder, this.#o.runMarkTtlMs);
@@ -242,7 +345,7 @@ class CompletionRun {
     let service: ServiceDescription = {
       jobId,
       sessionId: lease.session.sessionId,
-      txHash: tx.hash,
+      txHash: attemptTx.hash,
       worker: lease.session.worker,
       droppedMessages: prompt.droppedMessages,
     };
@@ -250,14 +353,14 @@ class CompletionRun {
       jobId,
       sessionId: service.sessionId,
       attempt,
-      txHash: tx.hash,
+      txHash: attemptTx.hash,
       worker: service.worker,
       feeWei: fee,
     });
     const failedSessions = new Set<bigint>();
     try {
       for (;;) {
-        this.#hintJob(service, attempt, tx);
+        this.#hintJob(service, attempt, attemptTx);
         const outcome = await relay.follow({ jobId, attempt, replyKey: prompt.replyKey }, (text) =>
           this.#delta(service, fee, text),
         );
@@ -317,7 +420,7 @@ class CompletionRun {
           txHash: retried.tx.hash,
           droppedMessages: prompt.droppedMessages,
         };
-        tx = retried.tx;
+        attemptTx = retried.tx;
       }
     } finally {
       await run.end();
@@ -455,7 +558,12 @@ class CompletionRun {
       );
       const prompt = preparePrompt(this.#call.model, this.#call.messages);
       const wire = sealPrompt(prompt, lease.session.publicKey, this.#binding(lease.session.sessionId));
-      const tx = await chain.reassignJob(jobId, lease.session.sessionId, wire);
+      const reassigned = await chain.reassignJob(jobId, lease.session.sessionId, wire);
+      const tx: SubmittedAttempt = {
+        hash: reassigned.hash,
+        blockNumber: reassigned.blockNumber,
+        promptBlobHash: promptBlobHashOf(reassigned),
+      };
       await lifecycle.publish(this.#identity, JobLifecycleKind.REASSIGNED, {
         jobId,
         sessionId: lease.session.sessionId,
@@ -489,14 +597,8 @@ class CompletionRun {
     }
   }
 
-  #hintJob(service: ServiceDescription, attempt: number, tx: ServiceTransaction): void {
-    const submittedEvent = tx.events.find(
-      (event) => event.name === 'JobSubmitted' || event.name === 'JobReassigned',
-    );
-    const promptBlobHash =
-      submittedEvent && 'promptBlobHash' in submittedEvent.args
-        ? String(submittedEvent.args.promptBlobHash)
-        : undefined;
+  #hintJob(service: ServiceDescription, attempt: number, tx: SubmittedAttempt): void {
+    const promptBlobHash = tx.promptBlobHash;
     this.#o.workers.sendHint(service.worker, {
       case: 'jobSubmitted',
       value: {
@@ -524,9 +626,8 @@ class CompletionRun {
     return model;
   }
 
-  async #checkPayment(fee: bigint): Promise<void> {
+  async #checkPayment(wallet: string, fee: bigint): Promise<void> {
     const { chain, chainId } = this.#o;
-    const wallet = this.#call.payment.wallet;
     const position = await chain.reads.delegatePosition(wallet, chain.principal);
     const refusal = delegateRefusalOf(position, fee);
     if (refusal) {
@@ -546,8 +647,10 @@ class CompletionRun {
     excludeWorkers?: ReadonlySet<string>,
   ): Promise<SessionLease> {
     const { lifecycle } = this.#o;
+    const { payment } = this.#call;
     return this.#o.sessions.acquire({
-      owner: this.#call.payment.wallet,
+      // Per-call jobs run in sessions the service itself owns: the payments' payTo.
+      owner: payment.kind === 'delegate' ? payment.wallet : this.#o.chain.principal,
       model: this.#call.model,
       modelId,
       holder: this.#holder,

@@ -12,7 +12,12 @@ import type {
   RunCompletionResponseSchema,
 } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import type { PromptRole } from '@svc/chain';
-import type { CompletionEvent, CompletionRunner, ServiceDescription } from './completion-runner.js';
+import type {
+  CompletionCall,
+  CompletionEvent,
+  CompletionRunner,
+  ServiceDescription,
+} from './completion-runner.js';
 import type { ModelCatalogue } from './model-catalogue.js';
 
 type Methods = typeof JobOrchestrator extends GenService<infer S> ? S : never;
@@ -57,10 +62,6 @@ async function* runCompletion(
     yield failedEvent(refusal!, false);
     return;
   }
-  const payment = request.payment.value as Extract<
-    RunCompletionRequest['payment'],
-    { case: 'delegate' }
-  >['value'];
   const events = runner.run(
     {
       requestId: request.requestId || context.requestId,
@@ -68,12 +69,7 @@ async function* runCompletion(
       messages: request.messages.map((message) => ({ role: ROLES[message.role]!, content: message.content })),
       ...(request.conversationId ? { conversationId: request.conversationId } : {}),
       stream: request.stream,
-      payment: {
-        wallet: payment.wallet!.hex,
-        keyId: payment.keyId,
-        reservationId: payment.reservationId,
-        maxFee: BigInt(payment.maxFeeWei!.decimal),
-      },
+      payment: paymentOf(request.payment),
     },
     context.signal,
   );
@@ -82,21 +78,56 @@ async function* runCompletion(
 
 /** What the gateway guarantees, checked again: internal calls do not take the caller's word. */
 function checkRequest(request: RunCompletionRequest): AppErrorType | undefined {
-  if (request.payment.case === 'prepaidDebit') {
-    return new AppError('not_configured', { message: 'This server takes no per-call payments yet.' });
+  const { payment } = request;
+  if (payment.case === 'delegate') {
+    const { wallet, maxFeeWei, reservationId } = payment.value;
+    if (!isAddress(wallet?.hex)) return invalid('payment.wallet is not an address');
+    if (!isWei(maxFeeWei?.decimal)) return invalid('payment.max_fee_wei is not a decimal amount');
+    if (!reservationId) return invalid('payment.reservation_id is empty');
+  } else if (payment.case === 'prepaidDebit') {
+    const { payer, amountWei, paymentReservationId, keyId, spendReservationId } = payment.value;
+    if (!isAddress(payer?.hex)) return invalid('payment.payer is not an address');
+    if (!isWei(amountWei?.decimal)) return invalid('payment.amount_wei is not a decimal amount');
+    if (!paymentReservationId) return invalid('payment.payment_reservation_id is empty');
+    if (Boolean(keyId) !== Boolean(spendReservationId))
+      return invalid('payment.key_id and payment.spend_reservation_id come together');
+  } else {
+    return invalid('a completion needs a payment');
   }
-  if (request.payment.case !== 'delegate') return invalid('a completion needs a payment');
-  const { wallet, maxFeeWei, reservationId } = request.payment.value;
-  if (!wallet || !/^0x[0-9a-fA-F]{40}$/.test(wallet.hex)) return invalid('payment.wallet is not an address');
-  if (!maxFeeWei || !/^\d{1,78}$/.test(maxFeeWei.decimal))
-    return invalid('payment.max_fee_wei is not a decimal amount');
-  if (!reservationId) return invalid('payment.reservation_id is empty');
   if (request.conversationId.length > 64) return invalid('conversation_id is longer than 64 characters');
   if (request.messages.length === 0) return invalid('messages is empty');
   if (request.messages.some((message) => ROLES[message.role] === undefined))
     return invalid('a message has no role');
   if (request.messages.at(-1)!.role !== ChatRole.USER) return invalid("the last message must be the user's");
   return undefined;
+}
+
+/** The checked request's payment as the runner takes it. */
+function paymentOf(payment: RunCompletionRequest['payment']): CompletionCall['payment'] {
+  if (payment.case === 'delegate')
+    return {
+      kind: 'delegate',
+      wallet: payment.value.wallet!.hex,
+      keyId: payment.value.keyId,
+      reservationId: payment.value.reservationId,
+      maxFee: BigInt(payment.value.maxFeeWei!.decimal),
+    };
+  const value = payment.value!;
+  return {
+    kind: 'prepaid_debit',
+    paymentReservationId: value.paymentReservationId,
+    payer: value.payer!.hex,
+    amount: BigInt(value.amountWei!.decimal),
+    ...(value.keyId ? { keyId: value.keyId, spendReservationId: value.spendReservationId } : {}),
+  };
+}
+
+function isAddress(value: string | undefined): boolean {
+  return value !== undefined && /^0x[0-9a-fA-F]{40}$/.test(value);
+}
+
+function isWei(value: string | undefined): boolean {
+  return value !== undefined && /^\d{1,78}$/.test(value);
 }
 
 function invalid(message: string): AppErrorType {

@@ -93,7 +93,7 @@ export class JobKeeper {
         addresses: chain.reads.addresses,
         fromBlock: stored === null ? fromBlock : Number(stored),
         confirmations,
-        events: ['JobReleased', 'JobRefunded', 'JobDisputed'],
+        events: ['JobReleased', 'JobRefunded', 'JobDisputed', 'DebitSettled'],
       });
     }
     for (;;) {
@@ -116,6 +116,10 @@ export class JobKeeper {
     const { jobs, lifecycle } = this.#options;
     if (!('jobId' in event.args)) return;
     const jobId = event.args.jobId as bigint;
+    if (event.name === 'DebitSettled') {
+      if (!trackedJobs.has(jobId)) await this.#adoptSettlement(jobId, event.args.payer);
+      return;
+    }
     const tracked = trackedJobs.get(jobId);
     if (!tracked) return;
     const step = { jobId, txHash: event.transactionHash };
@@ -142,6 +146,29 @@ export class JobKeeper {
       default:
         return;
     }
+  }
+
+  /**
+   * A per-call settlement in one of the service's sessions that no call tracks: its call never heard it
+   * land (the settler could not be reached, or the replica died). Tracked here, the sweep times it out
+   * and refunds the payer like any job whose call is gone.
+   */
+  async #adoptSettlement(jobId: bigint, payer: string): Promise<void> {
+    const { chain, jobs, logger } = this.#options;
+    const job = await chain.reads.getJob(jobId);
+    const session = await chain.reads.getSession(job.sessionId);
+    if (session.owner.toLowerCase() !== chain.principal.toLowerCase()) return;
+    // A call that is still serving it tracks it itself, a moment after the settlement's receipt.
+    if (await jobs.isRunning(jobId)) return;
+    await jobs.track(jobId, {
+      reservationId: `settlement-${jobId}`,
+      requestId: '',
+      paymentPath: 'prepaid_debit',
+      payer,
+      keyId: '',
+      model: '',
+    });
+    logger.warn({ jobId: jobId.toString(), payer }, 'keeper adopted a settled job no call tracks');
   }
 
   async #sweepJobs(): Promise<void> {

@@ -1,0 +1,112 @@
+import type { GenService } from '@bufbuild/protobuf/codegenv2';
+import { AppError, appErrorFromRpc, type ApiErrorName } from '@svc/platform';
+import type { ServiceClient } from '@svc/proto';
+import {
+  PaymentRefusalCode,
+  type PaymentSettler,
+} from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
+
+export type PaymentSettlerClient = ServiceClient<typeof PaymentSettler extends GenService<infer S> ? S : never>;
+
+/** A settlement that landed: the job it submitted and what it debited. */
+export interface LandedSettlement {
+  readonly jobId: bigint;
+  readonly fee: bigint;
+  readonly txHash: string;
+  readonly blockNumber: number;
+  readonly promptBlobHash: string;
+}
+
+export type SettlementOutcome =
+  | { readonly settled: LandedSettlement }
+  /** The payment cannot settle and nothing landed (the settler freed its nonce). */
+  | { readonly refused: AppError }
+  /** The session cannot take a job; the payment is still held for another session. */
+  | { readonly sessionUnusable: string }
+  /** The settler could not be heard: the debit may or may not have landed. */
+  | { readonly unknown: AppError };
+
+/** The public code of each refusal the settler can answer a settlement with. */
+const REFUSAL_CODES: Partial<Record<PaymentRefusalCode, ApiErrorName>> = {
+  [PaymentRefusalCode.EXPIRED]: 'invalid_prepaid_debit_payload_expired',
+  [PaymentRefusalCode.FACILITATOR_MISMATCH]: 'invalid_prepaid_debit_payload_facilitator_mismatch',
+  [PaymentRefusalCode.RECIPIENT_MISMATCH]: 'invalid_prepaid_debit_payload_recipient_mismatch',
+  [PaymentRefusalCode.FACILITATOR_NOT_AUTHORIZED]: 'invalid_prepaid_debit_facilitator_not_authorized',
+  [PaymentRefusalCode.NONCE_USED]: 'invalid_prepaid_debit_payload_nonce_used',
+  [PaymentRefusalCode.SIGNATURE_INVALID]: 'invalid_prepaid_debit_payload_signature',
+  [PaymentRefusalCode.OVER_CAP]: 'invalid_prepaid_debit_payload_over_cap',
+  [PaymentRefusalCode.INSUFFICIENT_FUNDS]: 'insufficient_funds',
+  [PaymentRefusalCode.TRANSACTION_STATE]: 'invalid_transaction_state',
+};
+
+/**
+ * Settles a verified per-call payment through the payment-settler: the settlement transaction debits the
+ * payer and submits the job in the service's session (`submitJobWithDebit`). The settler looks a failed
+ * send up on chain before it answers, so any answer it gives is definitive; only a settler that could not
+ * be heard leaves the outcome unknown.
+ */
+export class PerCallSettlement {
+  constructor(
+    private readonly settler: PaymentSettlerClient,
+    private readonly maxFeePerBlobGas: bigint,
+  ) {}
+
+  async settle(request: {
+    readonly paymentReservationId: string;
+    readonly sessionId: bigint;
+    readonly promptWire: Uint8Array;
+    readonly requestId: string;
+  }): Promise<SettlementOutcome> {
+    let response;
+    try {
+      response = await this.settler.settlePayment(
+        {
+          reservationId: request.paymentReservationId,
+          sessionId: request.sessionId.toString(),
+          promptWire: request.promptWire,
+          maxFeePerBlobGasWei: { decimal: this.maxFeePerBlobGas.toString() },
+          requestId: request.requestId,
+        },
+        { requestId: request.requestId },
+      );
+    } catch (error) {
+      const answer = appErrorFromRpc(error);
+      // A code the settler named is its definitive answer (it releases the payment); anything else is not.
+      if (answer.code !== 'internal') return { refused: answer };
+      return {
+        unknown: new AppError('unexpected_settle_error', {
+          message:
+            'The payment-settler could not be reached; send the same PAYMENT-SIGNATURE again (a payment that did settle is refused as used, never charged twice).',
+          cause: error,
+        }),
+      };
+    }
+    const { outcome } = response;
+    switch (outcome.case) {
+      case 'settled': {
+        const settled = outcome.value;
+        return {
+          settled: {
+            jobId: BigInt(settled.jobId),
+            fee: BigInt(settled.amountWei?.decimal ?? '0'),
+            txHash: settled.txHash?.hex ?? '',
+            blockNumber: Number(settled.blockNumber),
+            promptBlobHash: settled.promptBlobHash?.hex ?? '',
+          },
+        };
+      }
+      case 'refused': {
+        const code = REFUSAL_CODES[outcome.value.code] ?? 'invalid_transaction_state';
+        return {
+          refused: new AppError(code, {
+            message: outcome.value.message || undefined,
+          }),
+        };
+      }
+      case 'sessionUnusable':
+        return { sessionUnusable: outcome.value.reason };
+      default:
+        return { unknown: new AppError('unexpected_settle_error', { message: 'The settler gave no outcome.' }) };
+    }
+  }
+}
