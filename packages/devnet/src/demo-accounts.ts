@@ -2,13 +2,7 @@ import type { AnvilAccount } from '@svc/anvil';
 
 /** What a demo account is for; every local run uses the same accounts for the same roles. */
 export type DemoAccountRole =
-  | 'owner'
-  | 'service-signer'
-  | 'worker'
-  | 'wallet'
-  | 'operator'
-  | 'facilitator'
-  | 'facilitator-operator';
+  'owner' | 'service-signer' | 'worker' | 'wallet' | 'operator' | 'facilitator' | 'facilitator-operator';
 
 /** Every role, in the order the description schema lists them. */
 export const DEMO_ACCOUNT_ROLES = [
@@ -60,7 +54,7 @@ const PER_CALL_ROLES: ReadonlyArray<{ role: DemoAccountRole; purpose: string }> 
   {
     role: 'facilitator',
     purpose:
-      "the facilitator: settles per-call (x402) payments; the service signer authorized it as its delegate",
+      'the facilitator: settles per-call (x402) payments; the service signer authorized it as its delegate',
   },
   {
     role: 'facilitator-operator',

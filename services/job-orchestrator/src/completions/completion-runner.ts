@@ -133,7 +133,9 @@ interface SubmittedJob extends SubmittedAttempt {
 
 /** The prompt blob's versioned hash, from the submission's or reassignment's event. */
 function promptBlobHashOf(tx: ServiceTransaction): string | undefined {
-  const event = tx.events.find((candidate) => candidate.name === 'JobSubmitted' || candidate.name === 'JobReassigned');
+  const event = tx.events.find(
+    (candidate) => candidate.name === 'JobSubmitted' || candidate.name === 'JobReassigned',
+  );
   return event && 'promptBlobHash' in event.args ? String(event.args.promptBlobHash) : undefined;
 }
 
@@ -287,7 +289,9 @@ class CompletionRun {
       } else {
         await lease.release();
         throw new NotSubmitted(
-          new AppError('no_worker_available', { message: 'No pooled session could take the job; retry shortly.' }),
+          new AppError('no_worker_available', {
+            message: 'No pooled session could take the job; retry shortly.',
+          }),
         );
       }
     }
@@ -304,7 +308,13 @@ class CompletionRun {
     if (payment.kind === 'delegate') {
       try {
         const { jobId, fee, tx } = await chain.submitJobFor(payment.wallet, sessionId, payment.maxFee, wire);
-        return { jobId, fee, hash: tx.hash, blockNumber: tx.blockNumber, promptBlobHash: promptBlobHashOf(tx) };
+        return {
+          jobId,
+          fee,
+          hash: tx.hash,
+          blockNumber: tx.blockNumber,
+          promptBlobHash: promptBlobHashOf(tx),
+        };
       } catch (error) {
         if (STALE_SESSION_REVERTS.has(revertOf(error)?.name ?? '')) return 'session_unusable';
         throw this.#submissionFailure(error);
@@ -312,7 +322,9 @@ class CompletionRun {
     }
     const perCall = this.#o.perCall;
     if (!perCall)
-      throw new NotSubmitted(new AppError('unsupported_scheme', { message: 'This server takes no per-call payments.' }));
+      throw new NotSubmitted(
+        new AppError('unsupported_scheme', { message: 'This server takes no per-call payments.' }),
+      );
     const outcome = await perCall.settle({
       paymentReservationId: payment.paymentReservationId,
       sessionId,
@@ -333,7 +345,11 @@ class CompletionRun {
   }
 
   /** Runs the submitted job to its end: relay, verification, at most one reassignment, settlement. */
-  async #serve(firstLease: SessionLease, submitted: SubmittedJob, firstPrompt: PreparedPrompt): Promise<void> {
+  async #serve(
+    firstLease: SessionLease,
+    submitted: SubmittedJob,
+    firstPrompt: PreparedPrompt,
+  ): Promise<void> {
     const { jobId, fee } = submitted;
     let attemptTx: SubmittedAttempt = submitted;
     const { chain, jobs, lifecycle, relay, workers, logger } = this.#o;

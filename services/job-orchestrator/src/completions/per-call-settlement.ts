@@ -1,12 +1,11 @@
 import type { GenService } from '@bufbuild/protobuf/codegenv2';
 import { AppError, appErrorFromRpc, type ApiErrorName } from '@svc/platform';
 import type { ServiceClient } from '@svc/proto';
-import {
-  PaymentRefusalCode,
-  type PaymentSettler,
-} from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
+import { PaymentRefusalCode, type PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
 
-export type PaymentSettlerClient = ServiceClient<typeof PaymentSettler extends GenService<infer S> ? S : never>;
+export type PaymentSettlerClient = ServiceClient<
+  typeof PaymentSettler extends GenService<infer S> ? S : never
+>;
 
 /** A settlement that landed: the job it submitted and what it debited. */
 export interface LandedSettlement {
@@ -106,7 +105,9 @@ export class PerCallSettlement {
       case 'sessionUnusable':
         return { sessionUnusable: outcome.value.reason };
       default:
-        return { unknown: new AppError('unexpected_settle_error', { message: 'The settler gave no outcome.' }) };
+        return {
+          unknown: new AppError('unexpected_settle_error', { message: 'The settler gave no outcome.' }),
+        };
     }
   }
 }

@@ -12,6 +12,8 @@ import {
   type RunCompletionRequestSchema,
   type RunCompletionResponse,
 } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
+import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
+import { paymentSettlerModule } from '@svc/payment-settler';
 import { runTarget, type RunningTarget } from '@svc/runtime';
 import type { Devnet } from '@svc/testkit';
 import { jobOrchestratorModule, type JobOrchestratorInstance } from '../../src/module.js';
@@ -24,7 +26,13 @@ import {
 } from './reference-worker.js';
 
 /** Dev accounts of the test devnet as the service uses them. */
-export const SERVICE_ACCOUNTS = { signer: 1, blobOperators: [2, 3], plainOperator: 5 } as const;
+export const SERVICE_ACCOUNTS = {
+  signer: 1,
+  blobOperators: [2, 3],
+  plainOperator: 5,
+  facilitator: 6,
+  facilitatorOperator: 7,
+} as const;
 
 /** The service signer's operators accept its offers (once per devnet). */
 export async function prepareServiceAccounts(devnet: Devnet): Promise<void> {
@@ -37,8 +45,23 @@ export async function prepareServiceAccounts(devnet: Devnet): Promise<void> {
   }
 }
 
+/**
+ * The per-call side: the service signer authorizes the facilitator as its delegate, and the facilitator's
+ * operator accepts its offer (once per devnet).
+ */
+export async function preparePerCallAccounts(devnet: Devnet): Promise<void> {
+  const signer = devnet.wallet(SERVICE_ACCOUNTS.signer);
+  const facilitator = devnet.wallet(SERVICE_ACCOUNTS.facilitator);
+  const operator = devnet.wallet(SERVICE_ACCOUNTS.facilitatorOperator);
+  const registry = connectJobRegistry(devnet.deployment.jobRegistryAddress, signer);
+  await (await registry.setDelegateAuthorization(facilitator.address, true)).wait();
+  await (await registry.connect(facilitator).setOperator(operator.address, true)).wait();
+  await (await registry.connect(operator).acceptOperator(facilitator.address)).wait();
+}
+
 export type CompletionRequest = MessageInitShape<typeof RunCompletionRequestSchema>;
 type JobOrchestratorClient = ServiceClient<typeof JobOrchestrator extends GenService<infer S> ? S : never>;
+type PaymentSettlerClient = ServiceClient<typeof PaymentSettler extends GenService<infer S> ? S : never>;
 export type CompletionEvents = RunCompletionResponse['event'][];
 
 export interface CompletionStack {
@@ -50,6 +73,9 @@ export interface CompletionStack {
   readonly chain: ChainClient;
   readonly signer: string;
   readonly client: JobOrchestratorClient;
+  /** The payment-settler, when the stack takes per-call payments. */
+  readonly settler: PaymentSettlerClient | undefined;
+  readonly facilitator: string;
   startWorker(options?: ReferenceWorkerOptions): Promise<ReferenceWorker>;
   /** A new wallet that deposited `deposit` and authorized the service signer for as much. */
   payingWallet(deposit?: bigint): Promise<Wallet>;
@@ -64,9 +90,20 @@ export interface CompletionStack {
 
 let reservations = 0;
 
+export interface CompletionStackOptions {
+  readonly store: Store;
+  readonly env?: Record<string, string>;
+  readonly workers?: ReferenceWorkerOptions[];
+  /**
+   * Runs a payment-settler beside the orchestrator (in its own target, as in a deployment), reaching the
+   * chain at `rpcUrl` (a fault-injecting proxy, say); needs `preparePerCallAccounts`.
+   */
+  readonly perCall?: { readonly rpcUrl?: string };
+}
+
 export async function startCompletionStack(
   devnet: Devnet,
-  options: { store: Store; env?: Record<string, string>; workers?: ReferenceWorkerOptions[] },
+  options: CompletionStackOptions,
 ): Promise<CompletionStack> {
   const bus = new EmbeddedEventBus();
   const events: JobLifecycleEvent[] = [];
@@ -78,6 +115,38 @@ export async function startCompletionStack(
     },
   });
   const signer = devnet.wallet(SERVICE_ACCOUNTS.signer);
+  const facilitator = devnet.wallet(SERVICE_ACCOUNTS.facilitator);
+  const chainOf = (rpcUrl: string) => ({
+    rpcUrl,
+    chainId: devnet.anvil.chainId,
+    blockTimeSeconds: null,
+    contracts: {
+      jobRegistry: devnet.deployment.jobRegistryAddress,
+      workerRegistry: devnet.deployment.workerRegistryAddress,
+      deploymentBlock: devnet.deployment.deploymentBlock,
+    },
+    devnet: null,
+  });
+  const logger = createLogger({
+    service: 'orchestrator-test',
+    level: process.env.TEST_LOG_LEVEL ?? 'silent',
+  });
+  const settling = options.perCall
+    ? await runTarget(
+        { name: 'payment-settler', modules: [paymentSettlerModule] },
+        {
+          env: {
+            GRPC_PORT: '0',
+            FACILITATOR_PRIVATE_KEY: facilitator.privateKey,
+            FACILITATOR_OPERATOR_PRIVATE_KEYS: devnet.wallet(SERVICE_ACCOUNTS.facilitatorOperator).privateKey,
+            PAY_TO_ADDRESS: signer.address,
+            TX_POLL_INTERVAL: '20ms',
+          },
+          provided: { store: options.store, chain: chainOf(options.perCall.rpcUrl ?? devnet.anvil.rpcUrl) },
+          logger,
+        },
+      )
+    : undefined;
   const running = await runTarget(
     { name: 'job-orchestrator', modules: [jobOrchestratorModule] },
     {
@@ -97,28 +166,20 @@ export async function startCompletionStack(
         FINAL_ANSWER_GRACE: '10s',
         // Tests open many sessions; the limit itself is tested by filling its window.
         SESSION_OPENS_PER_MINUTE: '1000',
+        ...(settling ? { SETTLER_ADDRESS: settling.grpcAddress! } : {}),
         ...options.env,
       },
       provided: {
         store: options.store,
         bus,
-        chain: {
-          rpcUrl: devnet.anvil.rpcUrl,
-          chainId: devnet.anvil.chainId,
-          blockTimeSeconds: null,
-          contracts: {
-            jobRegistry: devnet.deployment.jobRegistryAddress,
-            workerRegistry: devnet.deployment.workerRegistryAddress,
-            deploymentBlock: devnet.deployment.deploymentBlock,
-          },
-          devnet: null,
-        },
+        chain: chainOf(devnet.anvil.rpcUrl),
       },
-      logger: createLogger({ service: 'orchestrator-test', level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
+      logger,
     },
   );
   const instance = running.instances.get('job-orchestrator') as JobOrchestratorInstance;
   const client = createClient(JobOrchestrator, running.grpcAddress!);
+  const settler = settling ? createClient(PaymentSettler, settling.grpcAddress!) : undefined;
   const workers: ReferenceWorker[] = [];
   const chain = new ChainClient({
     provider: devnet.provider,
@@ -134,6 +195,8 @@ export async function startCompletionStack(
     chain,
     signer: signer.address,
     client,
+    settler,
+    facilitator: facilitator.address,
     async startWorker(workerOptions = {}) {
       const worker = await startReferenceWorker(devnet, running.grpcAddress!, workerOptions);
       workers.push(worker);
@@ -166,8 +229,10 @@ export async function startCompletionStack(
     },
     async stop() {
       closeClient(client);
+      if (settler) closeClient(settler);
       await Promise.all(workers.map((worker) => worker.stop()));
       await running.stop();
+      await settling?.stop();
       await bus.close();
     },
   };

@@ -157,9 +157,15 @@ export class PaymentSettlement {
     for (const log of logs) {
       const job = await chain.getJob(log.args.jobId);
       if (job.promptBlobHash.toLowerCase() !== promptBlobHash.toLowerCase()) continue;
-      const receipt = await chain.provider.getTransactionReceipt(log.transactionHash);
-      if (!receipt) continue;
-      return this.#settlementOf(held, log.transactionHash, log.blockNumber, receipt.logs);
+      return {
+        txHash: log.transactionHash.toLowerCase(),
+        jobId: log.args.jobId.toString(),
+        payer,
+        amount: log.args.amount.toString(),
+        network: held.network,
+        promptBlobHash: job.promptBlobHash,
+        blockNumber: log.blockNumber,
+      };
     }
     return undefined;
   }

@@ -1,0 +1,181 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { parseEther, type Wallet } from 'ethers';
+import { connectJobRegistry } from '@svc/contracts';
+import { MemoryStore } from '@svc/platform';
+import { JobLifecycleKind, PaymentPath } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
+import {
+  PaymentRefusalCode,
+  PaymentReservationState,
+} from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
+import { useDevnet, waitUntil } from '@svc/testkit';
+import { deterministicAnswer } from '@svc/worker';
+import {
+  completionOf,
+  deliveredText,
+  failureOf,
+  prepareServiceAccounts,
+  preparePerCallAccounts,
+  SERVICE_ACCOUNTS,
+  shapeOf,
+  startCompletionStack,
+  type CompletionEvents,
+  type CompletionStack,
+} from '../support/completion-stack.js';
+import { DEPLOYED_MODELS, MODEL } from '../support/models.js';
+import { perCallRequest, signedPayment, verify } from '../support/per-call-payments.js';
+import { fundedWallet } from '../support/reference-worker.js';
+import { RpcFaultProxy } from '../support/rpc-fault-proxy.js';
+
+// Per-call payments end to end below the gateway: real wallets sign real authorizations, the settler
+// verifies and settles them on anvil (reaching the chain through a proxy that can lose receipts), and
+// reference workers answer the jobs.
+const devnet = useDevnet({ models: DEPLOYED_MODELS, warmBlobs: true, accounts: 14 });
+const store = new MemoryStore();
+let proxy: RpcFaultProxy;
+let stack: CompletionStack;
+
+beforeAll(async () => {
+  await prepareServiceAccounts(devnet());
+  await preparePerCallAccounts(devnet());
+  proxy = await RpcFaultProxy.start(devnet().anvil.rpcUrl);
+  stack = await startCompletionStack(devnet(), { store, perCall: { rpcUrl: proxy.url } });
+  await stack.startWorker();
+  await stack.startWorker();
+}, 120_000);
+
+afterAll(async () => {
+  await stack?.stop();
+  await proxy?.close();
+  await store.close();
+});
+
+/** A fresh wallet with `deposit` in its prepaid balance and no delegate: it can only pay per call. */
+async function payer(deposit = parseEther('1')): Promise<Wallet> {
+  const wallet = (await fundedWallet(devnet())).connect(devnet().provider);
+  await (
+    await connectJobRegistry(devnet().deployment.jobRegistryAddress, wallet).deposit({ value: deposit })
+  ).wait();
+  return wallet;
+}
+
+async function verified(paymentSignature: string) {
+  const outcome = await verify(stack, paymentSignature);
+  if (outcome.case !== 'verified') throw new Error(`payment refused: ${JSON.stringify(outcome.value)}`);
+  const value = outcome.value;
+  return {
+    reservationId: value.reservationId,
+    payer: value.payer!.hex,
+    amountWei: BigInt(value.amountWei!.decimal),
+  };
+}
+
+async function run(
+  payment: Awaited<ReturnType<typeof verified>>,
+  content: string,
+): Promise<CompletionEvents> {
+  const events: CompletionEvents = [];
+  for await (const response of stack.client.runCompletion(perCallRequest(payment, content)))
+    events.push(response.event);
+  return events;
+}
+
+function refusalCode(outcome: Awaited<ReturnType<typeof verify>>): PaymentRefusalCode | undefined {
+  return outcome.case === 'refused' ? outcome.value.code : undefined;
+}
+
+describe('a call paid per call', () => {
+  it("settles in a session the service owns: the payer is debited exactly the fee, by the facilitator's operator", async () => {
+    const wallet = await payer();
+    const before = await stack.chain.prepaidBalanceOf(wallet.address);
+    const header = await signedPayment(stack, wallet);
+    const payment = await verified(header);
+    expect(payment).toMatchObject({ payer: wallet.address, amountWei: MODEL.feeWei });
+
+    const events = await run(payment, 'paid per call');
+    expect(shapeOf(events)).toEqual(['started', 'delta', 'completed']);
+    const completed = completionOf(events)!;
+    expect(deliveredText(events)).toBe(deterministicAnswer([{ role: 'user', content: 'paid per call' }]));
+    expect(BigInt(completed.chargedWei!.decimal)).toBe(MODEL.feeWei);
+    expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
+
+    // The settlement is the job's submission, sent by the facilitator's operator into the service's session.
+    const settlement = await devnet().provider.getTransaction(completed.service!.txHash!.hex);
+    expect(settlement?.from).toBe(devnet().wallet(SERVICE_ACCOUNTS.facilitatorOperator).address);
+    const job = await stack.chain.getJob(BigInt(completed.service!.jobId));
+    expect(job.payer).toBe(wallet.address);
+    expect((await stack.chain.getSession(job.sessionId)).owner).toBe(stack.signer);
+
+    await waitUntil(
+      async () => stack.events.filter((event) => event.reservationId === payment.reservationId),
+      (events) => events.some((event) => event.kind === JobLifecycleKind.ANSWERED),
+      { what: 'the answered event', timeoutMs: 10_000 },
+    );
+    const settled = stack.events.find(
+      (event) =>
+        event.reservationId === payment.reservationId && event.kind === JobLifecycleKind.PAYMENT_SETTLED,
+    );
+    expect(settled).toMatchObject({
+      paymentPath: PaymentPath.PREPAID_DEBIT,
+      paymentReservationId: payment.reservationId,
+      jobId: completed.service!.jobId,
+      feeWei: { decimal: MODEL.feeWei.toString() },
+    });
+    expect(settled?.payer?.hex).toBe(wallet.address);
+
+    // Spent for good: the same payment is refused as used, and its reservation cannot be freed.
+    expect(refusalCode(await verify(stack, header))).toBe(PaymentRefusalCode.NONCE_USED);
+    const release = await stack.settler!.releasePayment({ reservationId: payment.reservationId });
+    expect(release.state).toBe(PaymentReservationState.SETTLED);
+  });
+
+  it('is held for one call: of concurrent verifications of one payment exactly one passes, and a release frees it', async () => {
+    const wallet = await payer();
+    const header = await signedPayment(stack, wallet);
+    const outcomes = await Promise.all(Array.from({ length: 6 }, () => verify(stack, header)));
+    const passed = outcomes.filter((outcome) => outcome.case === 'verified');
+    expect(passed).toHaveLength(1);
+    expect(outcomes.filter((outcome) => refusalCode(outcome) === PaymentRefusalCode.NONCE_USED)).toHaveLength(
+      5,
+    );
+
+    const reservationId = passed[0]!.case === 'verified' ? passed[0]!.value.reservationId : '';
+    const release = await stack.settler!.releasePayment({ reservationId });
+    expect(release.state).toBe(PaymentReservationState.RELEASED);
+    const again = await verified(header);
+    expect(again.reservationId).not.toBe(reservationId);
+    await stack.settler!.releasePayment({ reservationId: again.reservationId });
+    expect(await stack.chain.prepaidBalanceOf(wallet.address)).toBe(parseEther('1'));
+  });
+
+  it('whose receipt is lost in transit is found on chain: answered, charged once, and refused as used after', async () => {
+    const wallet = await payer();
+    const before = await stack.chain.prepaidBalanceOf(wallet.address);
+    const header = await signedPayment(stack, wallet);
+    const payment = await verified(header);
+    const lostBefore = proxy.lost;
+    proxy.loseReceipts(1);
+
+    const events = await run(payment, 'receipt lost');
+    expect(proxy.lost).toBe(lostBefore + 1);
+    expect(shapeOf(events)).toEqual(['started', 'delta', 'completed']);
+    expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
+    expect(refusalCode(await verify(stack, header))).toBe(PaymentRefusalCode.NONCE_USED);
+    expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
+  });
+
+  it('refused by the chain at settlement fails unsubmitted with its code, frees the payment and debits nothing', async () => {
+    // Enough for one job: two payments both verify, the first to settle takes the balance.
+    const wallet = await payer(MODEL.feeWei);
+    const first = await verified(await signedPayment(stack, wallet));
+    const secondHeader = await signedPayment(stack, wallet);
+    const second = await verified(secondHeader);
+
+    expect(shapeOf(await run(first, 'first'))).toEqual(['started', 'delta', 'completed']);
+    const events = await run(second, 'second');
+    expect(shapeOf(events)).toEqual(['failed']);
+    expect(failureOf(events)).toMatchObject({ error: { code: 'insufficient_funds' }, jobSubmitted: false });
+    expect(await stack.chain.prepaidBalanceOf(wallet.address)).toBe(0n);
+    // Freed: verified anew it is refused for the balance, not as used.
+    expect(refusalCode(await verify(stack, secondHeader))).toBe(PaymentRefusalCode.INSUFFICIENT_FUNDS);
+  });
+});

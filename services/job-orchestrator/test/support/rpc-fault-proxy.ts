@@ -1,0 +1,83 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+interface JsonRpcRequest {
+  readonly id: unknown;
+  readonly method: string;
+}
+
+/**
+ * A JSON-RPC proxy in front of a node, for one client that should see the chain through a bad network:
+ * `loseReceipts(n)` makes the next `n` receipts that exist (mined transactions) fail in transit, as a
+ * connection dropped after the node answered would. Batches are forwarded whole and edited on the way back.
+ */
+export class RpcFaultProxy {
+  #receiptsToLose = 0;
+  #lost = 0;
+
+  private constructor(
+    private readonly server: Server,
+    readonly url: string,
+  ) {}
+
+  static async start(upstream: string): Promise<RpcFaultProxy> {
+    let proxy: RpcFaultProxy | undefined;
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        void proxy!.#forward(Buffer.concat(chunks).toString('utf8')).then(
+          (body) => res.writeHead(200, { 'content-type': 'application/json' }).end(body),
+          (error: unknown) => res.writeHead(502).end(String(error)),
+        );
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    proxy = new RpcFaultProxy(server, `http://127.0.0.1:${port}`);
+    proxy.#upstream = upstream;
+    return proxy;
+  }
+
+  #upstream = '';
+
+  /** The next `count` receipts of mined transactions are lost on their way back. */
+  loseReceipts(count: number): void {
+    this.#receiptsToLose = count;
+  }
+
+  /** Receipts lost so far. */
+  get lost(): number {
+    return this.#lost;
+  }
+
+  async close(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  async #forward(body: string): Promise<string> {
+    const answer = await fetch(this.#upstream, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+    });
+    const text = await answer.text();
+    if (this.#receiptsToLose === 0) return text;
+    const requests = JSON.parse(body) as JsonRpcRequest | JsonRpcRequest[];
+    const responses = JSON.parse(text) as Record<string, unknown> | Record<string, unknown>[];
+    const edit = (response: Record<string, unknown>): Record<string, unknown> => {
+      const request = (Array.isArray(requests) ? requests : [requests]).find((r) => r.id === response.id);
+      if (request?.method !== 'eth_getTransactionReceipt' || !response.result || this.#receiptsToLose === 0)
+        return response;
+      this.#receiptsToLose -= 1;
+      this.#lost += 1;
+      return {
+        jsonrpc: '2.0',
+        id: response.id,
+        error: { code: -32603, message: 'injected: receipt lost in transit' },
+      };
+    };
+    return JSON.stringify(Array.isArray(responses) ? responses.map(edit) : edit(responses));
+  }
+}
