@@ -9,6 +9,7 @@ import {
   completionOf,
   deliveredText,
   failureOf,
+  preparePerCallAccounts,
   prepareServiceAccounts,
   retryOf,
   shapeOf,
@@ -17,6 +18,7 @@ import {
 } from '../support/completion-stack.js';
 import { withDroppingFrames, type DroppingFrames } from '../support/dropping-frames.js';
 import { DEPLOYED_MODELS, MODEL } from '../support/models.js';
+import { depositedWallet, runPaid, signedPayment, verifiedPayment } from '../support/per-call-payments.js';
 import { RawLink } from '../support/raw-link.js';
 import { fundedWallet, type ReferenceWorker } from '../support/reference-worker.js';
 
@@ -37,9 +39,10 @@ let healthy: ReferenceWorker;
 
 beforeAll(async () => {
   await prepareServiceAccounts(devnet());
+  await preparePerCallAccounts(devnet());
   const dropping = withDroppingFrames(memory);
   frames = dropping.frames;
-  stack = await startCompletionStack(devnet(), { store: dropping.store });
+  stack = await startCompletionStack(devnet(), { store: dropping.store, perCall: {} });
   faulty = await stack.startWorker({ fault: 'fail-before-first-chunk', capacity: 4 });
   healthy = await stack.startWorker({ faultsFromPrompt: true, capacity: 2 });
 }, 120_000);
@@ -97,6 +100,21 @@ describe('a job that fails before its first output', () => {
         JobLifecycleKind.ANSWERED,
       ]),
     );
+  });
+
+  it('is reassigned on a call paid per call too: the payer is debited once, by the settlement', async () => {
+    const wallet = await depositedWallet(devnet());
+    const before = await stack.chain.prepaidBalanceOf(wallet.address);
+    const payment = await verifiedPayment(stack, await signedPayment(stack, wallet));
+    const events = await runPaid(stack, payment, 'retry me per call');
+
+    expect(shapeOf(events)).toEqual(['retrying', 'started', 'delta', 'completed']);
+    const completed = completionOf(events)!;
+    expect(completed.service!.worker!.hex).toBe(healthy.wallet.address);
+    const job = await stack.chain.getJob(BigInt(completed.service!.jobId));
+    expect(job).toMatchObject({ attempt: 2, state: JobState.Completed, payer: wallet.address });
+    expect((await stack.chain.getSession(job.sessionId)).owner).toBe(stack.signer);
+    expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
   });
 
   it('ends job_failed after the retry fails too, and the fee goes back to balance and allowance', async () => {

@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { parseEther, type Wallet } from 'ethers';
-import { connectJobRegistry } from '@svc/contracts';
+import { parseEther } from 'ethers';
 import { MemoryStore } from '@svc/platform';
 import { JobLifecycleKind, PaymentPath } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
 import {
@@ -18,12 +17,17 @@ import {
   SERVICE_ACCOUNTS,
   shapeOf,
   startCompletionStack,
-  type CompletionEvents,
   type CompletionStack,
 } from '../support/completion-stack.js';
 import { DEPLOYED_MODELS, MODEL } from '../support/models.js';
-import { perCallRequest, signedPayment, verify } from '../support/per-call-payments.js';
-import { fundedWallet } from '../support/reference-worker.js';
+import {
+  depositedWallet,
+  runPaid,
+  signedPayment,
+  verifiedPayment,
+  verify,
+  type VerifiedPayment,
+} from '../support/per-call-payments.js';
 import { RpcFaultProxy } from '../support/rpc-fault-proxy.js';
 
 // Per-call payments end to end below the gateway: real wallets sign real authorizations, the settler
@@ -49,35 +53,9 @@ afterAll(async () => {
   await store.close();
 });
 
-/** A fresh wallet with `deposit` in its prepaid balance and no delegate: it can only pay per call. */
-async function payer(deposit = parseEther('1')): Promise<Wallet> {
-  const wallet = (await fundedWallet(devnet())).connect(devnet().provider);
-  await (
-    await connectJobRegistry(devnet().deployment.jobRegistryAddress, wallet).deposit({ value: deposit })
-  ).wait();
-  return wallet;
-}
-
-async function verified(paymentSignature: string) {
-  const outcome = await verify(stack, paymentSignature);
-  if (outcome.case !== 'verified') throw new Error(`payment refused: ${JSON.stringify(outcome.value)}`);
-  const value = outcome.value;
-  return {
-    reservationId: value.reservationId,
-    payer: value.payer!.hex,
-    amountWei: BigInt(value.amountWei!.decimal),
-  };
-}
-
-async function run(
-  payment: Awaited<ReturnType<typeof verified>>,
-  content: string,
-): Promise<CompletionEvents> {
-  const events: CompletionEvents = [];
-  for await (const response of stack.client.runCompletion(perCallRequest(payment, content)))
-    events.push(response.event);
-  return events;
-}
+const payer = (deposit?: bigint) => depositedWallet(devnet(), deposit);
+const verified = (paymentSignature: string) => verifiedPayment(stack, paymentSignature);
+const run = (payment: VerifiedPayment, content: string) => runPaid(stack, payment, content);
 
 function refusalCode(outcome: Awaited<ReturnType<typeof verify>>): PaymentRefusalCode | undefined {
   return outcome.case === 'refused' ? outcome.value.code : undefined;

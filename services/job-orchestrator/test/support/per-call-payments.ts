@@ -1,9 +1,12 @@
-import type { Signer } from 'ethers';
+import { parseEther, type Signer, type Wallet } from 'ethers';
+import { connectJobRegistry } from '@svc/contracts';
+import type { Devnet } from '@svc/testkit';
 import type { PrepaidDebitRequirements as RequirementsMessage } from '@svc/proto/gen/svc/common/v1/payment_option_pb';
 import { ChatRole } from '@svc/proto/gen/svc/common/v1/chat_pb';
 import { paymentSignatureFor, type PaymentOptions, type PrepaidDebitRequirements } from '@svc/x402';
-import type { CompletionRequest, CompletionStack } from './completion-stack.js';
+import type { CompletionEvents, CompletionRequest, CompletionStack } from './completion-stack.js';
 import { MODEL } from './models.js';
+import { fundedWallet } from './reference-worker.js';
 
 const RESOURCE = 'http://gateway.test/v1/chat/completions';
 
@@ -50,13 +53,48 @@ export async function verify(stack: CompletionStack, paymentSignature: string) {
   return outcome;
 }
 
+/** A payment the settler verified and holds. */
+export interface VerifiedPayment {
+  readonly reservationId: string;
+  readonly payer: string;
+  readonly amountWei: bigint;
+}
+
+/** Verifies a payment that must pass. */
+export async function verifiedPayment(
+  stack: CompletionStack,
+  paymentSignature: string,
+): Promise<VerifiedPayment> {
+  const outcome = await verify(stack, paymentSignature);
+  if (outcome.case !== 'verified') throw new Error(`payment refused: ${JSON.stringify(outcome.value)}`);
+  const { reservationId, payer, amountWei } = outcome.value;
+  return { reservationId, payer: payer!.hex, amountWei: BigInt(amountWei!.decimal) };
+}
+
+/** Runs a completion paid by a verified payment and collects its events. */
+export async function runPaid(
+  stack: CompletionStack,
+  payment: VerifiedPayment,
+  content: string,
+): Promise<CompletionEvents> {
+  const events: CompletionEvents = [];
+  for await (const response of stack.client.runCompletion(perCallRequest(payment, content)))
+    events.push(response.event);
+  return events;
+}
+
+/** A fresh wallet with `deposit` in its prepaid balance and no delegate: it can only pay per call. */
+export async function depositedWallet(devnet: Devnet, deposit = parseEther('1')): Promise<Wallet> {
+  const wallet = (await fundedWallet(devnet)).connect(devnet.provider);
+  const registry = connectJobRegistry(devnet.deployment.jobRegistryAddress, wallet);
+  await (await registry.deposit({ value: deposit })).wait();
+  return wallet;
+}
+
 let calls = 0;
 
 /** A per-call `RunCompletion` request for a verified payment. */
-export function perCallRequest(
-  verified: { reservationId: string; payer: string; amountWei: bigint },
-  content: string,
-): CompletionRequest {
+export function perCallRequest(verified: VerifiedPayment, content: string): CompletionRequest {
   return {
     requestId: `per-call-${++calls}`,
     model: MODEL.name,
