@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { parseEther } from 'ethers';
+import { SessionState } from '@svc/chain';
+import { OPEN_SESSIONS_GROUP } from '../../src/sessions/session-pool.js';
 import { MemoryStore } from '@svc/platform';
 import { JobLifecycleKind, PaymentPath } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
 import {
@@ -155,5 +157,32 @@ describe('a call paid per call', () => {
     expect(await stack.chain.prepaidBalanceOf(wallet.address)).toBe(0n);
     // Freed: verified anew it is refused for the balance, not as used.
     expect(refusalCode(await verify(stack, secondHeader))).toBe(PaymentRefusalCode.INSUFFICIENT_FUNDS);
+  });
+
+  it('that landed with no call to serve it is adopted by the job keeper, to be timed out and refunded like any orphan', async () => {
+    // A settlement no call tracks: as when the settler answered and the orchestrator's replica died.
+    const wallet = await payer();
+    const payment = await verified(await signedPayment(stack, wallet));
+    let sessionId: bigint | undefined;
+    for (const entry of await store.presence.list(OPEN_SESSIONS_GROUP)) {
+      const session = await stack.chain.getSession(BigInt(entry.member));
+      if (session.owner === stack.signer && session.state === SessionState.Active)
+        sessionId = session.sessionId;
+    }
+    expect(sessionId).toBeDefined();
+    const settled = await stack.settler!.settlePayment({
+      reservationId: payment.reservationId,
+      sessionId: sessionId!.toString(),
+      promptWire: new Uint8Array(64),
+      requestId: 'orphan',
+    });
+    expect(settled.outcome.case).toBe('settled');
+    const jobId = settled.outcome.case === 'settled' ? settled.outcome.value.jobId : '';
+    const tracked = await waitUntil(
+      async () => (await store.presence.list('jobs:tracked')).find((entry) => entry.member === jobId),
+      (entry) => entry !== undefined,
+      { what: 'the adopted job', timeoutMs: 10_000 },
+    );
+    expect(JSON.parse(tracked!.value)).toMatchObject({ paymentPath: 'prepaid_debit', payer: wallet.address });
   });
 });
