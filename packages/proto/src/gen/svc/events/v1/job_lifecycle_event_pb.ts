@@ -2,8 +2,8 @@
 // @generated from file svc/events/v1/job_lifecycle_event.proto (package svc.events.v1, syntax proto3)
 /* eslint-disable */
 
-// Job lifecycle events, published by the job orchestrator (its request path and its job keeper) and the
-// payment-settler, consumed by the key-service (spend settlement), metrics and the audit trail.
+// Job lifecycle events, published by the job orchestrator (its request path, per-call settlements
+// included, and its job keeper), consumed by the key-service (spend settlement), metrics and the audit trail.
 //
 // Topic: `svc.job-lifecycle.v1`. Message key: `reservation_id`, so every event of one call lands in one
 // partition and is consumed in order. Delivery is at least once: consumers deduplicate by `event_id`.
