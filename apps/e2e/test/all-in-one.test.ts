@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { JsonRpcProvider, Wallet, type HDNodeWallet } from 'ethers';
 import OpenAI from 'openai';
 import { connectJobRegistry } from '@svc/contracts';
+import { paymentResponseOf, paymentSignatureForAnswer, prepaidDebitRequirementsOf } from '@svc/x402';
 import { isProcessAlive } from '@svc/anvil';
 import { freePort } from '@svc/testkit';
 
@@ -184,7 +185,7 @@ describe('npm start (all-in-one, embedded defaults)', () => {
         workerRegistry: devnet.contracts.workerRegistry,
       },
       delegate: signer.address,
-      facilitator: null,
+      facilitator: devnet.accounts.find((account) => account.role === 'facilitator')!.address,
       models: ['llama3.2:1b', 'qwen2.5:0.5b'],
       accounts: expect.any(Array),
     });
@@ -257,6 +258,128 @@ describe('npm start (all-in-one, embedded defaults)', () => {
       const registry = connectJobRegistry(stackFile.contracts.jobRegistry, provider);
       const job = await registry.getJob(BigInt(header.job_id as string));
       expect(job.payer).toBe(wallet.address);
+    } finally {
+      provider.destroy();
+    }
+  }, 60_000);
+
+  it('takes a keyless call paid per call: 402 with the requirements, then an answer debited exactly once', async () => {
+    const stackFile = JSON.parse(readFileSync(join(stateDir, 'stack.json'), 'utf8')) as StackFile;
+    const provider = new JsonRpcProvider(stackFile.rpcUrl, stackFile.chainId, { staticNetwork: true });
+    try {
+      const wallet = new Wallet(stackFile.accounts[1]!.privateKey, provider);
+      const registry = connectJobRegistry(stackFile.contracts.jobRegistry, wallet);
+      await (await registry.deposit({ value: 10n ** 16n })).wait();
+      const call = (headers: Record<string, string>) =>
+        fetch(`${base}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...headers },
+          body: JSON.stringify({
+            model: stackFile.models[0],
+            messages: [{ role: 'user', content: 'pay per call' }],
+          }),
+        });
+
+      const required = await call({});
+      expect(required.status).toBe(402);
+      const body = (await required.json()) as { error: { code: string; accepts: unknown[] } };
+      expect(body.error.code).toBe('payment_required');
+      const requirements = prepaidDebitRequirementsOf(required.headers)!;
+      expect(requirements).toMatchObject({
+        scheme: 'prepaid-debit',
+        network: `eip155:${stackFile.chainId}`,
+        asset: stackFile.contracts.jobRegistry,
+        payTo: stackFile.delegate,
+        extra: { facilitatorAddress: stackFile.facilitator },
+      });
+      expect(body.error.accepts).toEqual([requirements]);
+
+      const before = await registry.prepaidBalanceOf(wallet.address);
+      const paymentSignature = await paymentSignatureForAnswer(wallet, required.headers);
+      const paid = await call({ 'payment-signature': paymentSignature });
+      expect(paid.status).toBe(200);
+      const answer = (await paid.json()) as {
+        choices: { message: { content: string } }[];
+        service: { tx_hash: string };
+      };
+      expect(answer.choices[0]!.message.content).toMatch(/^You said: pay per call /);
+      const settlement = paymentResponseOf(paid.headers);
+      expect(settlement).toEqual({
+        success: true,
+        transaction: answer.service.tx_hash,
+        network: `eip155:${stackFile.chainId}`,
+        payer: wallet.address,
+        amount: requirements.amount,
+      });
+      expect(before - (await registry.prepaidBalanceOf(wallet.address))).toBe(BigInt(requirements.amount));
+
+      // The same payment again is refused as used, and charges nothing more.
+      const replayed = await call({ 'payment-signature': paymentSignature });
+      expect(replayed.status).toBe(402);
+      expect(((await replayed.json()) as { error: { code: string } }).error.code).toBe(
+        'invalid_prepaid_debit_payload_nonce_used',
+      );
+      expect(before - (await registry.prepaidBalanceOf(wallet.address))).toBe(BigInt(requirements.amount));
+    } finally {
+      provider.destroy();
+    }
+  }, 60_000);
+
+  it('streams a call paid per call, and holds a payer to one call in flight: the refused one pays nothing', async () => {
+    const stackFile = JSON.parse(readFileSync(join(stateDir, 'stack.json'), 'utf8')) as StackFile;
+    const provider = new JsonRpcProvider(stackFile.rpcUrl, stackFile.chainId, { staticNetwork: true });
+    try {
+      const wallet = Wallet.createRandom().connect(provider);
+      const funder = new Wallet(stackFile.accounts[1]!.privateKey, provider);
+      await (await funder.sendTransaction({ to: wallet.address, value: 10n ** 17n })).wait();
+      const registry = connectJobRegistry(stackFile.contracts.jobRegistry, wallet);
+      await (await registry.deposit({ value: 10n ** 16n })).wait();
+      const call = (headers: Record<string, string>, content: string, stream = false) =>
+        fetch(`${base}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...headers },
+          body: JSON.stringify({ model: stackFile.models[0], messages: [{ role: 'user', content }], stream }),
+        });
+      const required = await call({}, 'price?');
+      const fee = BigInt(prepaidDebitRequirementsOf(required.headers)!.amount);
+      const before = await registry.prepaidBalanceOf(wallet.address);
+
+      const streamed = await call(
+        { 'payment-signature': await paymentSignatureForAnswer(wallet, required.headers) },
+        'stream per call',
+        true,
+      );
+      expect(streamed.status).toBe(200);
+      expect(streamed.headers.get('content-type')).toContain('text/event-stream');
+      const settlement = paymentResponseOf(streamed.headers)!;
+      const service = JSON.parse(streamed.headers.get('x-service')!) as { tx_hash: string };
+      expect(settlement).toMatchObject({
+        success: true,
+        transaction: service.tx_hash,
+        amount: fee.toString(),
+      });
+      const events = await streamed.text();
+      expect(events).toContain('You said: stream per call');
+      expect(events.trimEnd().endsWith('data: [DONE]')).toBe(true);
+      expect(before - (await registry.prepaidBalanceOf(wallet.address))).toBe(fee);
+
+      // Two payments of one payer at once, with a limit of one in flight: exactly one is refused, unpaid.
+      const [a, b] = await Promise.all([
+        paymentSignatureForAnswer(wallet, required.headers),
+        paymentSignatureForAnswer(wallet, required.headers),
+      ]);
+      const answers = await Promise.all([
+        call({ 'payment-signature': a }, 'one at a time'),
+        call({ 'payment-signature': b }, 'one at a time'),
+      ]);
+      const statuses = answers.map((answer) => answer.status).sort();
+      expect(statuses).toEqual([200, 429]);
+      const refused = answers.find((answer) => answer.status === 429)!;
+      expect(((await refused.json()) as { error: { code: string } }).error.code).toBe(
+        'concurrency_limit_exceeded',
+      );
+      expect(refused.headers.get('retry-after')).toMatch(/^[0-9]+$/);
+      expect(before - (await registry.prepaidBalanceOf(wallet.address))).toBe(2n * fee);
     } finally {
       provider.destroy();
     }
