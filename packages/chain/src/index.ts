@@ -78,7 +78,12 @@ export {
   type ContractErrorName,
   type ProtocolParameters,
 } from '@svc/contracts';
-export { ChainClient, type ChainClientOptions } from './contracts/chain-client.js';
+export {
+  ChainClient,
+  connectChain,
+  type ChainClientOptions,
+  type ChainEndpoint,
+} from './contracts/chain-client.js';
 export type { Job, Session } from './contracts/records.js';
 export {
   decodeProtocolLog,

@@ -1,5 +1,5 @@
-import { JsonRpcProvider, Network } from 'ethers';
-import { ChainClient } from '@svc/chain';
+import type { JsonRpcProvider } from 'ethers';
+import { connectChain } from '@svc/chain';
 import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import { WorkerLink } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
 import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
@@ -40,14 +40,10 @@ export const jobOrchestratorModule = defineModule({
         return parts;
       },
       async start() {
-        const network = Network.from(chain.chainId);
-        // No call cache: a frame check must see a reassignment mined a moment ago.
-        provider = new JsonRpcProvider(chain.rpcUrl, network, { staticNetwork: network, cacheTimeout: -1 });
-        const client = new ChainClient({
-          provider,
-          jobRegistryAddress: chain.contracts.jobRegistry,
-          workerRegistryAddress: chain.contracts.workerRegistry,
-        });
+        // Its own provider with no call cache: reads right after a write must see it.
+        const connected = connectChain(chain);
+        provider = connected.provider;
+        const client = connected.client;
         if (config.SETTLER_ADDRESS)
           settler = createClient(
             PaymentSettler,

@@ -1,5 +1,5 @@
-import { JsonRpcProvider, Network } from 'ethers';
-import { ChainClient } from '@svc/chain';
+import type { JsonRpcProvider } from 'ethers';
+import { connectChain } from '@svc/chain';
 import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
 import { defineModule, type ServiceInstance } from '@svc/runtime';
 import { paymentSettlerConfigShape } from './config.js';
@@ -27,14 +27,10 @@ export const paymentSettlerModule = defineModule({
         return parts;
       },
       async start() {
-        const network = Network.from(chain.chainId);
-        // No call cache: a nonce read must see a settlement mined a moment ago.
-        provider = new JsonRpcProvider(chain.rpcUrl, network, { staticNetwork: network, cacheTimeout: -1 });
-        const client = new ChainClient({
-          provider,
-          jobRegistryAddress: chain.contracts.jobRegistry,
-          workerRegistryAddress: chain.contracts.workerRegistry,
-        });
+        // Its own provider with no call cache: reads right after a write must see it.
+        const connected = connectChain(chain);
+        provider = connected.provider;
+        const client = connected.client;
         parts = buildPaymentSettler({
           config,
           store,

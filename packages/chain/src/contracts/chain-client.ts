@@ -1,4 +1,4 @@
-import type { Provider } from 'ethers';
+import { JsonRpcProvider, Network, type Provider } from 'ethers';
 import {
   connectJobRegistry,
   connectWorkerRegistry,
@@ -140,4 +140,29 @@ export class ChainClient {
 
 function read<T>(call: () => Promise<T>): Promise<T> {
   return withDecodedRevert(call);
+}
+
+/** Where a service reaches the chain: the shape of the runner's chain connection. */
+export interface ChainEndpoint {
+  readonly rpcUrl: string;
+  readonly chainId: number;
+  readonly contracts: { readonly jobRegistry: string; readonly workerRegistry: string };
+}
+
+/**
+ * A service's own provider and the ChainClient over it. The provider has no call cache, so a read right
+ * after a write (a nonce, a reassignment) sees it; destroy it when the service stops.
+ */
+export function connectChain(endpoint: ChainEndpoint): { provider: JsonRpcProvider; client: ChainClient } {
+  const network = Network.from(endpoint.chainId);
+  const provider = new JsonRpcProvider(endpoint.rpcUrl, network, {
+    staticNetwork: network,
+    cacheTimeout: -1,
+  });
+  const client = new ChainClient({
+    provider,
+    jobRegistryAddress: endpoint.contracts.jobRegistry,
+    workerRegistryAddress: endpoint.contracts.workerRegistry,
+  });
+  return { provider, client };
 }

@@ -14,32 +14,32 @@ interface JsonRpcRequest {
 export class RpcFaultProxy {
   #receiptsToLose = 0;
   #lost = 0;
+  #server: Server | undefined;
+  #url = '';
 
-  private constructor(
-    private readonly server: Server,
-    readonly url: string,
-  ) {}
+  private constructor(private readonly upstream: string) {}
 
   static async start(upstream: string): Promise<RpcFaultProxy> {
-    let proxy: RpcFaultProxy | undefined;
+    const proxy = new RpcFaultProxy(upstream);
     const server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (chunk: Buffer) => chunks.push(chunk));
       req.on('end', () => {
-        void proxy!.#forward(Buffer.concat(chunks).toString('utf8')).then(
+        void proxy.#forward(Buffer.concat(chunks).toString('utf8')).then(
           (body) => res.writeHead(200, { 'content-type': 'application/json' }).end(body),
           (error: unknown) => res.writeHead(502).end(String(error)),
         );
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const { port } = server.address() as AddressInfo;
-    proxy = new RpcFaultProxy(server, `http://127.0.0.1:${port}`);
-    proxy.#upstream = upstream;
+    proxy.#server = server;
+    proxy.#url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     return proxy;
   }
 
-  #upstream = '';
+  get url(): string {
+    return this.#url;
+  }
 
   /** The next `count` receipts of mined transactions are lost on their way back. */
   loseReceipts(count: number): void {
@@ -52,12 +52,14 @@ export class RpcFaultProxy {
   }
 
   async close(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    const server = this.#server;
+    if (!server) return;
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 
   async #forward(body: string): Promise<string> {
-    const answer = await fetch(this.#upstream, {
+    const answer = await fetch(this.upstream, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body,
