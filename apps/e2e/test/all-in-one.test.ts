@@ -358,9 +358,17 @@ describe('npm start (all-in-one, embedded defaults)', () => {
         transaction: service.tx_hash,
         amount: fee.toString(),
       });
-      const events = await streamed.text();
-      expect(events).toContain('You said: stream per call');
-      expect(events.trimEnd().endsWith('data: [DONE]')).toBe(true);
+      const events = (await streamed.text()).trimEnd().split('\n\n');
+      expect(events.at(-1)).toBe('data: [DONE]');
+      const text = events
+        .slice(0, -1)
+        .map(
+          (event) =>
+            JSON.parse(event.replace(/^data: /, '')) as { choices: { delta: { content?: string } }[] },
+        )
+        .map((chunk) => chunk.choices[0]?.delta.content ?? '')
+        .join('');
+      expect(text).toMatch(/^You said: stream per call /);
       expect(before - (await registry.prepaidBalanceOf(wallet.address))).toBe(fee);
 
       // Two payments of one payer at once, with a limit of one in flight: exactly one is refused, unpaid.

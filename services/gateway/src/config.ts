@@ -51,6 +51,13 @@ export const gatewayConfigShape = {
     doc: 'Deadline of one model listing or fee quote from the job-orchestrator (a completion stream has none: it is cancelled when its client leaves).',
     default: '10s',
   }),
+  SETTLER_ADDRESS: env.optionalString({
+    doc: 'host:port of the payment-settler gRPC server. Unset (and no payment-settler in this process): the server takes no per-call payments; a `PAYMENT-SIGNATURE` is answered 400 (`unsupported_scheme` once it decodes) and a completion without an API key 401 `invalid_api_key`.',
+  }),
+  SETTLER_TIMEOUT: env.durationMs({
+    doc: 'Deadline of one call to the payment-settler (requirements, verification, release).',
+    default: '10s',
+  }),
   KEY_SERVICE_TIMEOUT: env.durationMs({ doc: 'Deadline of one call to the key-service.', default: '10s' }),
 
   API_BODY_LIMIT: env.string({ doc: 'Largest JSON body the `/api` routes read.', default: '16kb' }),
@@ -100,6 +107,21 @@ export const gatewayConfigShape = {
   V1_SPEND_RESERVATION_TTL: env.durationMs({
     doc: "How long a completion's spend reservation holds when nobody settles it (outlives the claim window and two job timeouts).",
     default: '10m',
+  }),
+  V1_PAYER_RATE_LIMIT: env.int({
+    doc: 'Calls paid per call without an API key that one payer may make per V1_PAYER_RATE_WINDOW, over all replicas; counted once the payment verified, before it is settled.',
+    default: 30,
+    min: 1,
+  }),
+  V1_PAYER_RATE_WINDOW: env.durationMs({ doc: 'Window of V1_PAYER_RATE_LIMIT.', default: '1m' }),
+  V1_PAYER_CONCURRENCY_LIMIT: env.int({
+    doc: "Completions paid per call without an API key that one payer may have in flight at once, over all replicas. A call with an API key beside its payment is held to the key's limits instead.",
+    default: 1,
+    min: 1,
+  }),
+  V1_PAYMENT_RESERVATION_TTL: env.durationMs({
+    doc: "How long a verified per-call payment's nonce stays reserved when nobody settles or releases it (a replica died mid-call); until then the same payment cannot be sent again.",
+    default: '5m',
   }),
   V1_LIMIT_HIT_FLUSH_INTERVAL: env.durationMs({
     doc: "How often each replica sends the refusals counted in the shared store (`limitHits`) to the key-service, as one call per batch; how late a key's listing may show them. A stopping replica flushes once more.",

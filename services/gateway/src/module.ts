@@ -4,6 +4,7 @@ import { keyEventsTopic, serviceClientOptions } from '@svc/platform';
 import { closeClient, createClient } from '@svc/proto';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
 import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
+import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
 import { defineModule, loopbackFor, type ServiceInstance } from '@svc/runtime';
 import { gatewayConfigShape, trustProxySetting } from './config.js';
 import { createHttpServer } from './http/http-server.js';
@@ -13,6 +14,7 @@ import { MetricsServer } from './observability/metrics-server.js';
 import { buildGatewayApp, buildLimitHitReporter } from './service.js';
 import { OrchestratorBackend, type JobOrchestratorClient } from './v1/orchestrator-backend.js';
 import type { LimitHitReporter } from './v1/limit-hit-reporter.js';
+import { SettlerPayments, type PaymentSettlerClient } from './v1/per-call/settler-payments.js';
 
 /**
  * A running gateway; `url` is where it listens (PORT 0 picks a free port), `publicUrl` where users reach
@@ -29,10 +31,15 @@ export const gatewayModule = defineModule({
   name: 'gateway',
   configShape: gatewayConfigShape,
   needs: ['store', 'bus'],
-  peers: { KEY_SERVICE_ADDRESS: 'key-service', ORCHESTRATOR_ADDRESS: 'job-orchestrator' },
+  peers: {
+    KEY_SERVICE_ADDRESS: 'key-service',
+    ORCHESTRATOR_ADDRESS: 'job-orchestrator',
+    SETTLER_ADDRESS: 'payment-settler',
+  },
   build(config, { store, bus, logger }): GatewayInstance {
     let keyService: KeyServiceClient | undefined;
     let orchestrator: JobOrchestratorClient | undefined;
+    let settler: PaymentSettlerClient | undefined;
     let limitHits: LimitHitReporter | undefined;
     let server: Server | undefined;
     let metricsServer: MetricsServer | undefined;
@@ -60,6 +67,12 @@ export const gatewayModule = defineModule({
             config.ORCHESTRATOR_ADDRESS,
             serviceClientOptions({ defaultUnaryTimeoutMs: config.ORCHESTRATOR_TIMEOUT }),
           );
+        if (config.SETTLER_ADDRESS)
+          settler = createClient(
+            PaymentSettler,
+            config.SETTLER_ADDRESS,
+            serviceClientOptions({ defaultUnaryTimeoutMs: config.SETTLER_TIMEOUT }),
+          );
         limitHits = buildLimitHitReporter({ config, keyService, store, logger });
         const metrics = new GatewayMetrics({ processMetrics: true });
         metricsServer = new MetricsServer(metrics.registry);
@@ -73,6 +86,7 @@ export const gatewayModule = defineModule({
           metrics,
           limitHits,
           ...(orchestrator ? { completions: new OrchestratorBackend(orchestrator, logger) } : {}),
+          ...(settler ? { settler: new SettlerPayments(settler, config.V1_PAYMENT_RESERVATION_TTL) } : {}),
           keyEvents: { bus, topic: keyEventsTopic },
         });
         const listening = createHttpServer(app, {
@@ -101,6 +115,7 @@ export const gatewayModule = defineModule({
         await metricsServer?.close();
         if (keyService) closeClient(keyService);
         if (orchestrator) closeClient(orchestrator);
+        if (settler) closeClient(settler);
       },
     };
   },

@@ -14,6 +14,7 @@ import { evictOnKeyEvents, type KeyEventFeed } from './v1/key-event-eviction.js'
 import { KeyResolutionCache } from './v1/key-resolution-cache.js';
 import { keyServiceLookup } from './v1/key-service-lookup.js';
 import { LimitHitReporter } from './v1/limit-hit-reporter.js';
+import type { PaymentSettlerPort } from './v1/per-call/payment-settler-port.js';
 import { v1Router } from './v1/v1-router.js';
 
 /** What the gateway runs on; main.ts passes the real ones, tests whatever they need. */
@@ -31,6 +32,8 @@ export interface GatewayPorts {
   readonly limitHits: LimitHitReporter;
   /** Runs completions (the job-orchestrator); without one, completions answer 503 `not_configured`. */
   readonly completions?: CompletionBackend;
+  /** Takes per-call payments (the payment-settler); without one, the server takes none. */
+  readonly settler?: PaymentSettlerPort;
   /**
    * Key changes from the bus, to evict cached keys early. The subscription is closed with the bus.
    * Without it, cached keys live out their TTL (revocation is enforced by the store's marker either way).
@@ -82,6 +85,7 @@ export function buildGatewayApp(ports: GatewayPorts): Express {
       store,
       keyCache,
       backend: ports.completions,
+      settler: ports.settler,
       limitHits: ports.limitHits,
       metrics: ports.metrics ?? new GatewayMetrics(),
       logger,
@@ -94,6 +98,10 @@ export function buildGatewayApp(ports: GatewayPorts): Express {
         badKeyRateLimit: config.V1_BAD_KEY_RATE_LIMIT,
         badKeyRateWindowMs: config.V1_BAD_KEY_RATE_WINDOW,
         spendReservationTtlMs: config.V1_SPEND_RESERVATION_TTL,
+        payerRateLimit: config.V1_PAYER_RATE_LIMIT,
+        payerRateWindowMs: config.V1_PAYER_RATE_WINDOW,
+        payerConcurrencyLimit: config.V1_PAYER_CONCURRENCY_LIMIT,
+        publicUrl: config.PUBLIC_URL,
       },
     }),
   );

@@ -1,11 +1,10 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { GenService } from '@bufbuild/protobuf/codegenv2';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
-import { AppError } from '@svc/platform';
+import { AppError, paymentRefusalToProto } from '@svc/platform';
 import type { ServiceImpl } from '@svc/proto';
 import type { PrepaidDebitRequirementsSchema } from '@svc/proto/gen/svc/common/v1/payment_option_pb';
 import {
-  PaymentRefusalCode,
   PaymentReservationState,
   type PaymentRefusalSchema,
   type PaymentSettler,
@@ -15,7 +14,7 @@ import type { PaymentSettlement } from './payments/payment-settlement.js';
 import type { PaymentTerms } from './payments/payment-terms.js';
 import type { PaymentVerifier } from './payments/payment-verifier.js';
 import type { NonceReservations, Settlement } from './payments/nonce-reservations.js';
-import type { PaymentRefusal, PaymentRefusalCode as RefusalCode } from './payments/refusals.js';
+import type { PaymentRefusal } from './payments/refusals.js';
 
 type Methods = typeof PaymentSettler extends GenService<infer S> ? S : never;
 
@@ -28,6 +27,9 @@ export interface PaymentSettlerParts {
   /** Used when a VerifyPayment names no reservation time. */
   readonly defaultReservationTtlMs: number;
 }
+
+/** The last second a protobuf Timestamp can hold (9999-12-31): a later deadline ("never") is shown as it. */
+const MAX_TIMESTAMP_SECONDS = 253_402_300_799n;
 
 const RESOURCE_DESCRIPTION = 'One chat completion, run as a JobRegistry job and answered by a worker.';
 
@@ -59,9 +61,11 @@ export function paymentSettlerHandlers(parts: PaymentSettlerParts | undefined): 
           outcome: { case: 'refused', value: refusalMessage({ code: read.code, message: read.message }) },
         };
       }
-      const ttlMs = request.reservationTtl
-        ? Number(request.reservationTtl.seconds) * 1000 + Math.floor(request.reservationTtl.nanos / 1e6)
-        : parts.defaultReservationTtlMs;
+      // A missing or non-positive time is the default one.
+      const askedMs = request.reservationTtl
+        ? Number(request.reservationTtl.seconds) * 1000 + Math.ceil(request.reservationTtl.nanos / 1e6)
+        : 0;
+      const ttlMs = askedMs > 0 ? askedMs : parts.defaultReservationTtlMs;
       const verdict = await parts.verifier.verify(request.paymentSignature, request.model, ttlMs);
       if ('refused' in verdict) {
         const current = await parts.terms.requirementsFor(request.model).catch(() => undefined);
@@ -78,7 +82,9 @@ export function paymentSettlerHandlers(parts: PaymentSettlerParts | undefined): 
             nonce: { hex: nonce },
             amountWei: { decimal: held.amount },
             maxAmountWei: { decimal: verdict.maxAmount.toString() },
-            deadline: timestampFromMs(Number(verdict.deadline) * 1000),
+            deadline: {
+              seconds: verdict.deadline < MAX_TIMESTAMP_SECONDS ? verdict.deadline : MAX_TIMESTAMP_SECONDS,
+            },
             reservationExpiresAt: timestampFromMs(held.expiresAtMs),
             network: held.network,
           },
@@ -127,29 +133,12 @@ function notTaken(): AppError {
   });
 }
 
-const REFUSAL_CODES: Record<RefusalCode, PaymentRefusalCode> = {
-  invalid_payload: PaymentRefusalCode.INVALID_PAYLOAD,
-  invalid_x402_version: PaymentRefusalCode.INVALID_X402_VERSION,
-  unsupported_scheme: PaymentRefusalCode.UNSUPPORTED_SCHEME,
-  invalid_network: PaymentRefusalCode.INVALID_NETWORK,
-  invalid_payment_requirements: PaymentRefusalCode.INVALID_PAYMENT_REQUIREMENTS,
-  invalid_prepaid_debit_payload_expired: PaymentRefusalCode.EXPIRED,
-  invalid_prepaid_debit_payload_facilitator_mismatch: PaymentRefusalCode.FACILITATOR_MISMATCH,
-  invalid_prepaid_debit_payload_recipient_mismatch: PaymentRefusalCode.RECIPIENT_MISMATCH,
-  invalid_prepaid_debit_facilitator_not_authorized: PaymentRefusalCode.FACILITATOR_NOT_AUTHORIZED,
-  invalid_prepaid_debit_payload_nonce_used: PaymentRefusalCode.NONCE_USED,
-  invalid_prepaid_debit_payload_signature: PaymentRefusalCode.SIGNATURE_INVALID,
-  invalid_prepaid_debit_payload_over_cap: PaymentRefusalCode.OVER_CAP,
-  insufficient_funds: PaymentRefusalCode.INSUFFICIENT_FUNDS,
-  invalid_transaction_state: PaymentRefusalCode.TRANSACTION_STATE,
-};
-
 function refusalMessage(
   refusal: PaymentRefusal,
   current?: PrepaidDebitRequirements,
 ): MessageInitShape<typeof PaymentRefusalSchema> {
   return {
-    code: REFUSAL_CODES[refusal.code],
+    code: paymentRefusalToProto(refusal.code),
     message: refusal.message,
     ...(refusal.payer ? { payer: { hex: refusal.payer } } : {}),
     ...(current ? { currentRequirements: requirementsMessage(current) } : {}),

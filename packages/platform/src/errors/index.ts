@@ -9,3 +9,10 @@ export {
   type ErrorFields,
 } from './app-error.js';
 export { apiErrorBody, errorHeaders, streamErrorEvent, v1ErrorBody } from './wire.js';
+export {
+  isPaymentRefusalCode,
+  PAYMENT_REFUSAL_CODES,
+  paymentRefusalFromProto,
+  paymentRefusalToProto,
+  type PaymentRefusalCode,
+} from './payment-refusals.js';

@@ -105,3 +105,22 @@ export function authenticatedKey(res: Response): ResolvedApiKey {
   if (key === undefined) throw new Error('route mounted without authenticateApiKey');
   return key;
 }
+
+/**
+ * `authenticate` for a call that sends `Authorization`; one that sends none goes on without a key, to be
+ * paid per call (on a server taking per-call payments).
+ */
+export function authenticateWhenPresented(authenticate: RequestHandler): RequestHandler {
+  return (req, res, next) => {
+    if (req.get('authorization') === undefined) {
+      next();
+      return;
+    }
+    return authenticate(req, res, next);
+  };
+}
+
+/** The key of a call that passed `authenticateWhenPresented`; undefined for a call that sent none. */
+export function presentedApiKey(res: Response): ResolvedApiKey | undefined {
+  return res.locals.apiKey as ResolvedApiKey | undefined;
+}

@@ -1,6 +1,8 @@
 import { AppError, type ConcurrencyLeases, type Logger } from '@svc/platform';
 
 export interface CallSlotSettings {
+  /** Who holds the slots, for the refusal's message: "key", "payer". */
+  readonly holder: string;
   readonly limit: number;
   /** Lifetime of a slot nobody renews: how long a crashed replica's calls keep their slots. */
   readonly leaseTtlMs: number;
@@ -13,8 +15,9 @@ export interface CallSlot {
 }
 
 /**
- * Per-key limit of calls in flight, as counted leases in the shared store (so it holds over replicas). A
- * slot is renewed while its call runs, so its TTL can stay short and a crashed replica's slots heal soon.
+ * Limit of calls in flight per holder (an API key, a per-call payer), as counted leases in the shared store
+ * (so it holds over replicas). A slot is renewed while its call runs, so its TTL can stay short and a
+ * crashed replica's slots heal soon. Holders of different kinds need ids that cannot collide.
  */
 export class CallSlots {
   constructor(
@@ -23,14 +26,14 @@ export class CallSlots {
     private readonly logger: Logger,
   ) {}
 
-  /** Takes a slot for the key, or throws 429 `concurrency_limit_exceeded`. */
-  async acquire(keyId: string): Promise<CallSlot> {
-    const { limit, leaseTtlMs } = this.settings;
-    const leaseKey = `gateway:v1:in-flight:${keyId}`;
+  /** Takes a slot for the holder, or throws 429 `concurrency_limit_exceeded`. */
+  async acquire(holderId: string): Promise<CallSlot> {
+    const { holder, limit, leaseTtlMs } = this.settings;
+    const leaseKey = `gateway:v1:in-flight:${holderId}`;
     const outcome = await this.leases.acquire(leaseKey, limit, leaseTtlMs);
     if (!outcome.granted) {
       throw new AppError('concurrency_limit_exceeded', {
-        message: `Too many calls in flight for this key: at most ${limit} at once.`,
+        message: `Too many calls in flight for this ${holder}: at most ${limit} at once.`,
         // A release may free a slot any moment; the store's figure is only when the oldest lease would expire.
         retryAfterSeconds: Math.min(1, outcome.retryAfterMs / 1000),
       });
@@ -39,9 +42,9 @@ export class CallSlots {
     const renewal = setInterval(() => {
       this.leases.renew(leaseKey, leaseId, leaseTtlMs).then(
         (live) => {
-          if (!live) this.logger.warn({ keyId }, 'an in-flight slot expired before its call ended');
+          if (!live) this.logger.warn({ holderId }, 'an in-flight slot expired before its call ended');
         },
-        (error: unknown) => this.logger.warn({ err: error, keyId }, 'could not renew an in-flight slot'),
+        (error: unknown) => this.logger.warn({ err: error, holderId }, 'could not renew an in-flight slot'),
       );
     }, leaseTtlMs / 3);
     renewal.unref();
@@ -54,7 +57,7 @@ export class CallSlots {
             await this.leases.release(leaseKey, leaseId);
           } catch (error) {
             this.logger.warn(
-              { err: error, keyId },
+              { err: error, holderId },
               'could not release an in-flight slot; it expires at its TTL',
             );
           }

@@ -42,6 +42,26 @@ export interface DelegatePayment {
   readonly maxFeeWei: bigint;
 }
 
+/**
+ * A call paid per call with a verified x402 `prepaid-debit` payment: the settlement debits the payer and
+ * submits the job in one transaction. With an API key sent beside the payment, the key's cap holds it too.
+ */
+export interface PrepaidDebitPayment {
+  readonly kind: 'prepaid_debit';
+  /** The payment-settler's reservation of the payment's nonce. */
+  readonly paymentReservationId: string;
+  /** The wallet the payment debits. */
+  readonly payer: string;
+  /** The fee the payment debits. */
+  readonly amountWei: bigint;
+  /** The API key sent beside the payment, if any. */
+  readonly keyId?: string;
+  /** That key's spend reservation for this call. */
+  readonly spendReservationId?: string;
+}
+
+export type CompletionPayment = DelegatePayment | PrepaidDebitPayment;
+
 export interface CompletionRequest {
   /** The gateway's own id of the call (never the caller's `x-request-id`). */
   readonly callId: string;
@@ -50,17 +70,18 @@ export interface CompletionRequest {
   readonly messages: readonly ChatMessage[];
   readonly conversationId?: string;
   readonly stream: boolean;
-  readonly payment: DelegatePayment;
+  readonly payment: CompletionPayment;
 }
 
 /**
  * What a running completion reports, in order: `started`, then `delta`s (streamed calls), then
  * `completed` or `failed`; or `failed` alone. Nothing reached the client before `started`.
  *
- * `failed.jobSubmitted` decides the call's spend reservation: `false` is the backend's authoritative word
- * that no job transaction was (or will be) sent, and only then does the gateway give the fee back. Every
- * other ending (a failure after submission, a thrown error, events that stop, the client leaving) leaves
- * the reservation to the job's lifecycle events, and to its TTL as a last resort.
+ * `failed.jobSubmitted` decides the call's reservations (the key's spend, a per-call payment's nonce):
+ * `false` is the backend's authoritative word that no job transaction was (or will be) sent, and only then
+ * does the gateway give them back. Every other ending (a failure after submission, a thrown error, events
+ * that stop, the client leaving) leaves them to the job's lifecycle events (and the settler), and to their
+ * TTLs as a last resort.
  */
 export type CompletionEvent =
   | { readonly kind: 'started'; readonly job: JobDescription; readonly feeWei: bigint }

@@ -14,6 +14,14 @@ import { toStreamError } from './v1-errors.js';
 /** Called with the fee charged once the job answered, before the answer's last byte goes out. */
 export type OnAnswered = (chargedWei: bigint) => Promise<void>;
 
+/**
+ * Headers a 200 carries beside `x-service`, from the job that answered and its fee (the `started` event's,
+ * else the fee charged): the `PAYMENT-RESPONSE` of a call paid per call.
+ */
+export type AnswerHeaders = (job: JobDescription, feeWei: bigint) => Record<string, string>;
+
+const NO_HEADERS: AnswerHeaders = () => ({});
+
 function endedWithoutOutcome(): Error {
   return new Error('the completion backend ended the call without completing or failing it');
 }
@@ -24,14 +32,20 @@ export async function answerWithJson(
   res: Response,
   identity: CompletionIdentity,
   onAnswered: OnAnswered,
+  answerHeaders: AnswerHeaders = NO_HEADERS,
 ): Promise<void> {
+  let startedFeeWei: bigint | undefined;
   for await (const event of events) {
     if (event.kind === 'failed') throw event.error;
+    if (event.kind === 'started') startedFeeWei = event.feeWei;
     if (event.kind !== 'completed') continue;
     await onAnswered(event.chargedWei);
     res
       .status(200)
-      .set('x-service', serviceHeader(event.job))
+      .set({
+        'x-service': serviceHeader(event.job),
+        ...answerHeaders(event.job, startedFeeWei ?? event.chargedWei),
+      })
       .json(chatCompletionJson(identity, event.text, event.job));
     return;
   }
@@ -39,35 +53,37 @@ export async function answerWithJson(
 }
 
 /**
- * A streamed call. Status and headers (`x-service` included) go out with the first chunk, when the job
- * starts; a failure before it is thrown as an ordinary HTTP error, one after it ends the stream with an
- * error event carrying its `code` (job_failed, stream_diverged) in place of `[DONE]`, and is rethrown.
+ * A streamed call. Status and headers (`x-service` and the answer headers included) go out with the first
+ * chunk, when the job starts; a failure before it is thrown as an ordinary HTTP error, one after it ends
+ * the stream with an error event carrying its `code` (job_failed, stream_diverged) in place of `[DONE]`,
+ * and is rethrown.
  */
 export async function relayAsEvents(
   events: AsyncIterable<CompletionEvent>,
   sse: SseWriter,
   identity: CompletionIdentity,
   onAnswered: OnAnswered,
+  answerHeaders: AnswerHeaders = NO_HEADERS,
 ): Promise<void> {
   let opened = false;
-  const open = async (job: JobDescription) => {
+  const open = async (job: JobDescription, feeWei: bigint) => {
     if (opened) return;
     opened = true;
-    sse.open({ 'x-service': serviceHeader(job) });
+    sse.open({ 'x-service': serviceHeader(job), ...answerHeaders(job, feeWei) });
     await sse.data(chatCompletionChunkJson(identity, { role: 'assistant', content: '' }));
   };
   try {
     for await (const event of events) {
       switch (event.kind) {
         case 'started':
-          await open(event.job);
+          await open(event.job, event.feeWei);
           break;
         case 'delta':
           if (!opened) throw new Error('the completion backend sent a delta before the job started');
           await sse.data(chatCompletionChunkJson(identity, { content: event.text }));
           break;
         case 'completed':
-          await open(event.job);
+          await open(event.job, event.chargedWei);
           await onAnswered(event.chargedWei);
           await sse.data(chatCompletionChunkJson(identity, {}, { job: event.job }));
           await sse.done();

@@ -1,19 +1,25 @@
+import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { GenService } from '@bufbuild/protobuf/codegenv2';
 import type { ApiErrorDetails } from '@svc/proto/gen/svc/common/v1/error_pb';
 import { ChatRole } from '@svc/proto/gen/svc/common/v1/chat_pb';
 import type { PaymentOption } from '@svc/proto/gen/svc/common/v1/payment_option_pb';
 import type { ServiceInfo } from '@svc/proto/gen/svc/common/v1/service_info_pb';
-import type { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
+import type {
+  JobOrchestrator,
+  RunCompletionRequestSchema,
+} from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import { AppError, appErrorFromRpc, isApiErrorName, type Logger } from '@svc/platform';
 import { isRpcError, type ServiceClient } from '@svc/proto';
 import type {
   ChatRole as GatewayChatRole,
   CompletionBackend,
   CompletionEvent,
+  CompletionPayment,
   CompletionRequest,
   JobDescription,
   ModelListing,
 } from './completion-backend.js';
+import { prepaidDebitRequirementsJson } from './per-call/prepaid-debit-requirements.js';
 
 export type JobOrchestratorMethods = typeof JobOrchestrator extends GenService<infer S> ? S : never;
 export type JobOrchestratorClient = ServiceClient<JobOrchestratorMethods>;
@@ -47,7 +53,6 @@ export class OrchestratorBackend implements CompletionBackend {
   }
 
   async *runCompletion(request: CompletionRequest, signal: AbortSignal): AsyncIterable<CompletionEvent> {
-    const { payment } = request;
     const responses = this.orchestrator.runCompletion(
       {
         requestId: request.callId,
@@ -58,15 +63,7 @@ export class OrchestratorBackend implements CompletionBackend {
         })),
         conversationId: request.conversationId ?? '',
         stream: request.stream,
-        payment: {
-          case: 'delegate',
-          value: {
-            wallet: { hex: payment.wallet },
-            keyId: payment.keyId,
-            reservationId: payment.reservationId,
-            maxFeeWei: { decimal: payment.maxFeeWei.toString() },
-          },
-        },
+        payment: paymentMessage(request.payment),
       },
       { signal, requestId: request.callId },
     );
@@ -158,8 +155,38 @@ function appErrorOf(details: ApiErrorDetails | undefined): AppError {
   });
 }
 
-/** An `accepts` entry in the JSON shape of docs/protocol.md (the delegate-path 402). */
-function paymentOptionJson(option: PaymentOption): Record<string, unknown> | undefined {
+/** The oneof `payment` of RunCompletionRequest. */
+function paymentMessage(
+  payment: CompletionPayment,
+): MessageInitShape<typeof RunCompletionRequestSchema>['payment'] {
+  switch (payment.kind) {
+    case 'delegate':
+      return {
+        case: 'delegate',
+        value: {
+          wallet: { hex: payment.wallet },
+          keyId: payment.keyId,
+          reservationId: payment.reservationId,
+          maxFeeWei: { decimal: payment.maxFeeWei.toString() },
+        },
+      };
+    case 'prepaid_debit':
+      return {
+        case: 'prepaidDebit',
+        value: {
+          paymentReservationId: payment.paymentReservationId,
+          payer: { hex: payment.payer },
+          amountWei: { decimal: payment.amountWei.toString() },
+          keyId: payment.keyId ?? '',
+          spendReservationId: payment.spendReservationId ?? '',
+        },
+      };
+  }
+}
+
+/** An `accepts` entry in the JSON shape of docs/protocol.md (the delegate-path 402, the prepaid-debit entry). */
+function paymentOptionJson(option: PaymentOption): object | undefined {
+  if (option.scheme.case === 'prepaidDebit') return prepaidDebitRequirementsJson(option.scheme.value);
   if (option.scheme.case !== 'delegate') return undefined;
   const { chainId, payer, delegate, instruction, transaction } = option.scheme.value;
   return {

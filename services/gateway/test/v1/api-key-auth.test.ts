@@ -5,6 +5,7 @@ import { call, randomWallet, signInOverHttp } from '../support/http.js';
 import { startKeyService, type RunningKeyService } from '../support/key-service.js';
 import { createTestStore, type TestStore } from '../support/test-store.js';
 import { mintKey } from './support/keys.js';
+import { REQUIREMENTS } from './support/scripted-settler.js';
 import { startV1Gateway, type V1Gateway } from './support/v1-gateway.js';
 
 const BAD_KEY_LIMIT = 3;
@@ -141,10 +142,25 @@ describe('PAYMENT-SIGNATURE on a server without per-call payments', () => {
   it.each([
     [
       'a well-formed x402 v2 payload',
-      encode({ x402Version: 2, accepted: {}, payload: {} }),
+      encode({
+        x402Version: 2,
+        accepted: REQUIREMENTS,
+        payload: {
+          signature: `0x${'11'.repeat(65)}`,
+          authorization: {
+            payer: `0x${'77'.repeat(20)}`,
+            payTo: REQUIREMENTS.payTo,
+            facilitator: REQUIREMENTS.extra.facilitatorAddress,
+            maxAmount: REQUIREMENTS.amount,
+            deadline: '4102444800',
+            nonce: `0x${'22'.repeat(32)}`,
+          },
+        },
+      }),
       'unsupported_scheme',
     ],
     ['a payload that is not base64 JSON', '%%%not-base64%%%', 'invalid_payload'],
+    ['a malformed x402 v2 payload', encode({ x402Version: 2, accepted: {}, payload: {} }), 'invalid_payload'],
     ['another x402 version', encode({ x402Version: 1 }), 'invalid_x402_version'],
   ])('answers 400 for %s', async (_name, header, code) => {
     const answer = await call(gateway.baseUrl, 'POST', '/v1/chat/completions', {

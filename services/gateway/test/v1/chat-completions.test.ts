@@ -8,7 +8,7 @@ import { call } from '../support/http.js';
 import { startKeyService, type RunningKeyService } from '../support/key-service.js';
 import { createTestStore, type TestStore } from '../support/test-store.js';
 import { listedKey, mintKey, type MintedKey } from './support/keys.js';
-import { CHARGED_WEI, FEE_WEI, JOB, ScriptedBackend } from './support/scripted-backend.js';
+import { CHARGED_WEI, delegatePaymentOf, FEE_WEI, JOB, ScriptedBackend } from './support/scripted-backend.js';
 import { startV1Gateway, type V1Gateway } from './support/v1-gateway.js';
 
 const EXPECTED_SERVICE = {
@@ -336,7 +336,7 @@ describe('spend reservations', () => {
       expect(failed?.model).toBe(model);
       expect(await completionStatus(capped, 'echo:1b')).toBe(402);
 
-      const released = await settleAsLifecycle('release', failed?.payment.reservationId ?? '');
+      const released = await settleAsLifecycle('release', delegatePaymentOf(failed).reservationId);
       expect(released.state).toBe(SpendReservationState.RELEASED);
       expect(await completionStatus(capped, 'echo:1b')).toBe(200);
     },
@@ -390,7 +390,7 @@ describe('spend reservations', () => {
     // The job runs and the wallet pays: a second call on a key capped at one fee is refused.
     expect(await completionStatus(capped, 'echo:1b')).toBe(402);
     // Its answer, settled by the lifecycle events, counts as spent.
-    const committed = await settleAsLifecycle('commit', handedOver?.payment.reservationId ?? '');
+    const committed = await settleAsLifecycle('commit', delegatePaymentOf(handedOver).reservationId);
     expect(committed.state).toBe(SpendReservationState.COMMITTED);
     expect((await listedKey(gateway.baseUrl, capped)).spentWei).toBe(String(CHARGED_WEI));
   });

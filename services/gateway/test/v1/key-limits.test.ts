@@ -10,7 +10,7 @@ import { call } from '../support/http.js';
 import { startKeyService, type RunningKeyService } from '../support/key-service.js';
 import { createTestStore, type TestStore } from '../support/test-store.js';
 import { listedKey, mintKey, type MintedKey } from './support/keys.js';
-import { FEE_WEI, ScriptedBackend } from './support/scripted-backend.js';
+import { delegatePaymentOf, FEE_WEI, ScriptedBackend } from './support/scripted-backend.js';
 import { startV1Gateway, type V1Gateway } from './support/v1-gateway.js';
 
 const RATE_LIMIT = 5;
@@ -181,7 +181,9 @@ describe('per-key concurrency limit', () => {
     // The job's lifecycle settles the reservation (here: it failed, so the fee comes back).
     const settler = createClient(KeyService, keyService.address);
     try {
-      const released = await settler.releaseSpend({ reservationId: aborted?.payment.reservationId ?? '' });
+      const released = await settler.releaseSpend({
+        reservationId: delegatePaymentOf(aborted).reservationId,
+      });
       expect(released.state).toBe(SpendReservationState.RELEASED);
     } finally {
       closeClient(settler);

@@ -49,6 +49,21 @@ const DELEGATE_OPTION = {
   },
 };
 
+const PREPAID_DEBIT_OPTION = {
+  scheme: {
+    case: 'prepaidDebit' as const,
+    value: {
+      scheme: 'prepaid-debit',
+      network: 'eip155:31337',
+      amount: { decimal: '1000' },
+      asset: { hex: `0x${'44'.repeat(20)}` },
+      payTo: { hex: `0x${'55'.repeat(20)}` },
+      maxTimeoutSeconds: 120,
+      extra: { name: 'JobRegistry', version: '1', facilitatorAddress: { hex: `0x${'66'.repeat(20)}` } },
+    },
+  },
+};
+
 let redis: TestStore;
 let keyService: RunningKeyService;
 let orchestrator: GrpcServer;
@@ -73,6 +88,7 @@ beforeAll(async () => {
       const text = `echo: ${request.messages.at(-1)?.content ?? ''}`;
       switch (request.model) {
         case 'no-delegate':
+        case 'no-delegate-or-debit':
           yield {
             event: {
               case: 'failed',
@@ -80,7 +96,10 @@ beforeAll(async () => {
                 error: {
                   code: 'delegate_not_authorized',
                   message: 'Authorize the signer.',
-                  accepts: [DELEGATE_OPTION],
+                  accepts:
+                    request.model === 'no-delegate'
+                      ? [DELEGATE_OPTION]
+                      : [DELEGATE_OPTION, PREPAID_DEBIT_OPTION],
                 },
                 jobSubmitted: false,
               },
@@ -217,6 +236,27 @@ describe('the gateway over the job-orchestrator', () => {
       body: { model: 'echo:1b', messages: hello },
     });
     expect(answered.status).toBe(200);
+  });
+
+  it("renders an orchestrator's prepaid-debit entry of accepts in the x402 JSON shape", async () => {
+    const minted = await mintKey(gateway.baseUrl);
+    const refused = await call(gateway.baseUrl, 'POST', '/v1/chat/completions', {
+      token: minted.key,
+      body: { model: 'no-delegate-or-debit', messages: hello },
+    });
+    expect(refused.status).toBe(402);
+    const { accepts } = (refused.body as { error: { accepts: unknown[] } }).error;
+    expect(accepts).toHaveLength(2);
+    expect(accepts[0]).toMatchObject({ scheme: 'delegate' });
+    expect(accepts[1]).toEqual({
+      scheme: 'prepaid-debit',
+      network: 'eip155:31337',
+      amount: '1000',
+      asset: `0x${'44'.repeat(20)}`,
+      payTo: `0x${'55'.repeat(20)}`,
+      maxTimeoutSeconds: 120,
+      extra: { name: 'JobRegistry', version: '1', facilitatorAddress: `0x${'66'.repeat(20)}` },
+    });
   });
 
   it('answers 429 session_open_limit_exceeded with retry-after, counted in limitHits.sessionOpens', async () => {

@@ -1,7 +1,7 @@
 import type { GenService } from '@bufbuild/protobuf/codegenv2';
-import { AppError, appErrorFromRpc, type ApiErrorName } from '@svc/platform';
+import { AppError, appErrorFromRpc, paymentRefusalFromProto } from '@svc/platform';
 import type { ServiceClient } from '@svc/proto';
-import { PaymentRefusalCode, type PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
+import type { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
 
 export type PaymentSettlerClient = ServiceClient<
   typeof PaymentSettler extends GenService<infer S> ? S : never
@@ -24,19 +24,6 @@ export type SettlementOutcome =
   | { readonly sessionUnusable: string }
   /** The settler could not be heard: the debit may or may not have landed. */
   | { readonly unknown: AppError };
-
-/** The public code of each refusal the settler can answer a settlement with. */
-const REFUSAL_CODES: Partial<Record<PaymentRefusalCode, ApiErrorName>> = {
-  [PaymentRefusalCode.EXPIRED]: 'invalid_prepaid_debit_payload_expired',
-  [PaymentRefusalCode.FACILITATOR_MISMATCH]: 'invalid_prepaid_debit_payload_facilitator_mismatch',
-  [PaymentRefusalCode.RECIPIENT_MISMATCH]: 'invalid_prepaid_debit_payload_recipient_mismatch',
-  [PaymentRefusalCode.FACILITATOR_NOT_AUTHORIZED]: 'invalid_prepaid_debit_facilitator_not_authorized',
-  [PaymentRefusalCode.NONCE_USED]: 'invalid_prepaid_debit_payload_nonce_used',
-  [PaymentRefusalCode.SIGNATURE_INVALID]: 'invalid_prepaid_debit_payload_signature',
-  [PaymentRefusalCode.OVER_CAP]: 'invalid_prepaid_debit_payload_over_cap',
-  [PaymentRefusalCode.INSUFFICIENT_FUNDS]: 'insufficient_funds',
-  [PaymentRefusalCode.TRANSACTION_STATE]: 'invalid_transaction_state',
-};
 
 /**
  * Settles a verified per-call payment through the payment-settler: the settlement transaction debits the
@@ -95,7 +82,7 @@ export class PerCallSettlement {
         };
       }
       case 'refused': {
-        const code = REFUSAL_CODES[outcome.value.code] ?? 'invalid_transaction_state';
+        const code = paymentRefusalFromProto(outcome.value.code) ?? 'invalid_transaction_state';
         return {
           refused: new AppError(code, {
             message: outcome.value.message || undefined,

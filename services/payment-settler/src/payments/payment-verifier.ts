@@ -1,7 +1,7 @@
 import { recoverAddress, TypedDataEncoder } from 'ethers';
 import type { ChainClient } from '@svc/chain';
 import { DEBIT_AUTHORIZATION_TYPES, debitDomain } from '@svc/contracts';
-import { AppError } from '@svc/platform';
+import { AppError, type PaymentRefusalCode } from '@svc/platform';
 import {
   debitAuthorizationOf,
   readPaymentSignature,
@@ -11,7 +11,7 @@ import {
 } from '@svc/x402';
 import type { HeldPayment, NonceReservations } from './nonce-reservations.js';
 import { sameAddress, type PaymentTerms } from './payment-terms.js';
-import type { PaymentRefusal, PaymentRefusalCode } from './refusals.js';
+import type { PaymentRefusal } from './refusals.js';
 
 /** Half the secp256k1 group order: a signature's `s` above it is the malleable twin JobRegistry refuses. */
 const SECP256K1_HALF_ORDER = 0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0n;

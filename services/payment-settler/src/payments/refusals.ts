@@ -1,24 +1,4 @@
-import type { ApiErrorName } from '@svc/platform';
-
-/** The public codes a per-call payment can be refused with, in the protocol's check order. */
-export const PAYMENT_REFUSAL_CODES = [
-  'invalid_payload',
-  'invalid_x402_version',
-  'unsupported_scheme',
-  'invalid_network',
-  'invalid_payment_requirements',
-  'invalid_prepaid_debit_payload_expired',
-  'invalid_prepaid_debit_payload_facilitator_mismatch',
-  'invalid_prepaid_debit_payload_recipient_mismatch',
-  'invalid_prepaid_debit_facilitator_not_authorized',
-  'invalid_prepaid_debit_payload_nonce_used',
-  'invalid_prepaid_debit_payload_signature',
-  'invalid_prepaid_debit_payload_over_cap',
-  'insufficient_funds',
-  'invalid_transaction_state',
-] as const satisfies readonly ApiErrorName[];
-
-export type PaymentRefusalCode = (typeof PAYMENT_REFUSAL_CODES)[number];
+import type { PaymentRefusalCode } from '@svc/platform';
 
 /** A payment that cannot settle: the first failed check, and whose payment it was when that is known. */
 export interface PaymentRefusal {

@@ -4,8 +4,10 @@ import type {
   CompletionBackend,
   CompletionEvent,
   CompletionRequest,
+  DelegatePayment,
   JobDescription,
   ModelListing,
+  PrepaidDebitPayment,
 } from '../../../src/v1/completion-backend.js';
 
 export const FEE_WEI = 1_000n;
@@ -19,6 +21,25 @@ export const JOB: JobDescription = {
   droppedMessages: 2,
 };
 
+/** How a model scripted with `scriptFailure` fails, as its only event. */
+export interface ScriptedFailure {
+  /** Built per call, so each call fails with an error of its own. */
+  readonly error: () => AppError;
+  readonly jobSubmitted: boolean;
+}
+
+/** The delegate payment of a recorded request; throws for any other. */
+export function delegatePaymentOf(request: CompletionRequest | undefined): DelegatePayment {
+  if (request?.payment.kind !== 'delegate') throw new Error('not a delegate call');
+  return request.payment;
+}
+
+/** The per-call payment of a recorded request; throws for any other. */
+export function prepaidDebitPaymentOf(request: CompletionRequest | undefined): PrepaidDebitPayment {
+  if (request?.payment.kind !== 'prepaid_debit') throw new Error('not a call paid per call');
+  return request.payment;
+}
+
 /**
  * A completion backend of our own port, scripted by model name, standing in for the job-orchestrator:
  * - `echo:1b` answers "echo: <last user message>" in three deltas;
@@ -28,12 +49,17 @@ export const JOB: JobDescription = {
  * - `slow-start` sends its job at once but reports `started` only after 300 ms (a block on a real chain),
  *   then answers like `echo:1b`;
  * - `cancellable` waits, and once the client left says no job was submitted (it had not been sent yet);
- * - `hold` starts, sends one delta, then waits until `releaseHeld()` or the client leaves.
+ * - `hold` starts, sends one delta, then waits until `releaseHeld()` or the client leaves;
+ * - a model given to `scriptFailure` fails as scripted, before any other event.
+ * Every request is recorded, with the payment it carried.
  */
 export class ScriptedBackend implements CompletionBackend {
   readonly requests: CompletionRequest[] = [];
   /** Call ids whose abort signal fired. */
   readonly aborted: string[] = [];
+  /** Call ids of `hold` calls waiting for `releaseHeld()` right now. */
+  readonly holding = new Set<string>();
+  readonly #failures = new Map<string, ScriptedFailure>();
   #releaseHeld: (() => void) | undefined;
   #held = new Promise<void>((resolve) => (this.#releaseHeld = resolve));
 
@@ -46,6 +72,11 @@ export class ScriptedBackend implements CompletionBackend {
     return FEE_WEI;
   }
 
+  /** Makes every call naming `model` fail with `failure`. */
+  scriptFailure(model: string, failure: ScriptedFailure): void {
+    this.#failures.set(model, failure);
+  }
+
   releaseHeld(): void {
     this.#releaseHeld?.();
     this.#held = new Promise<void>((resolve) => (this.#releaseHeld = resolve));
@@ -55,6 +86,11 @@ export class ScriptedBackend implements CompletionBackend {
     this.requests.push(request);
     signal.addEventListener('abort', () => this.aborted.push(request.callId), { once: true });
     const started: CompletionEvent = { kind: 'started', job: JOB, feeWei: FEE_WEI };
+    const failure = this.#failures.get(request.model);
+    if (failure !== undefined) {
+      yield { kind: 'failed', error: failure.error(), jobSubmitted: failure.jobSubmitted };
+      return;
+    }
     switch (request.model) {
       case 'fail-before':
         throw new AppError('job_failed', { message: 'The worker failed twice.' });
@@ -75,7 +111,9 @@ export class ScriptedBackend implements CompletionBackend {
         yield started;
         yield { kind: 'delta', text: 'held ' };
         // Deliberately deaf to the signal: the gateway must not depend on a backend honouring it.
+        this.holding.add(request.callId);
         await this.#held;
+        this.holding.delete(request.callId);
         yield { kind: 'completed', text: 'held answer', job: JOB, chargedWei: CHARGED_WEI };
         return;
       }

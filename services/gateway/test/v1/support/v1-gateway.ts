@@ -6,6 +6,7 @@ import { loadGatewayConfig } from '../../../src/config.js';
 import type { KeyServiceClient } from '../../../src/key-service-client.js';
 import { buildGatewayApp, buildLimitHitReporter } from '../../../src/service.js';
 import type { CompletionBackend } from '../../../src/v1/completion-backend.js';
+import type { PaymentSettlerPort } from '../../../src/v1/per-call/payment-settler-port.js';
 import { silentLogger } from '../../support/key-service-target.js';
 
 export interface V1Gateway {
@@ -20,6 +21,8 @@ export interface V1GatewayOptions {
   readonly store: Store;
   readonly env?: Record<string, string>;
   readonly completions?: CompletionBackend;
+  /** Takes per-call payments; without one the replica takes none. */
+  readonly settler?: PaymentSettlerPort;
   readonly bus?: EventBus;
   readonly logger?: Logger;
 }
@@ -65,6 +68,7 @@ export async function startV1Gateway(options: V1GatewayOptions): Promise<V1Gatew
     logger,
     limitHits,
     completions: options.completions,
+    settler: options.settler,
     keyEvents: options.bus ? { bus: options.bus, topic: keyEventsTopic } : undefined,
   });
   const server = app.listen(0, '127.0.0.1');

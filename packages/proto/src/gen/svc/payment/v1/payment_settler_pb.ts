@@ -702,7 +702,7 @@ export const PaymentReservationStateSchema: GenEnum<PaymentReservationState> = /
 /**
  * Per-call payments. A payment that is refused is a typed `PaymentRefusal` in the response; a chain that
  * cannot be read or written is a gRPC UNAVAILABLE error with `x-error-code` `unexpected_verify_error` or
- * `unexpected_settle_error`; a server without per-call payments answers FAILED_PRECONDITION `unsupported_scheme`.
+ * `unexpected_settle_error`; a server without per-call payments answers INVALID_ARGUMENT `unsupported_scheme`.
  *
  * @generated from service svc.payment.v1.PaymentSettler
  */
