@@ -219,6 +219,10 @@ describe('npm start (all-in-one, embedded defaults)', () => {
         chain_id: stackFile.chainId,
         delegate: stackFile.delegate,
       });
+      // This server takes per-call payments too: the prepaid-debit entry follows, also in PAYMENT-REQUIRED.
+      const perCall = prepaidDebitRequirementsOf(refusal.headers!);
+      expect(perCall).toMatchObject({ scheme: 'prepaid-debit', payTo: stackFile.delegate });
+      expect(accepts[1]).toEqual(perCall);
       const pay = async (option: DelegateOption) => {
         const { to, data, value } = option.transaction;
         await (await wallet.sendTransaction({ to, data, value: BigInt(value) })).wait();

@@ -28,8 +28,8 @@ export type SettlementOutcome =
 /**
  * Settles a verified per-call payment through the payment-settler: the settlement transaction debits the
  * payer and submits the job in the service's session (`submitJobWithDebit`). The settler looks a failed
- * send up on chain before it answers, so any answer it gives is definitive; only a settler that could not
- * be heard leaves the outcome unknown.
+ * send up on chain before it answers; only `unexpected_settle_error` (the lookup failed too, or found
+ * nothing yet) and a settler that could not be heard leave the outcome unknown.
  */
 export class PerCallSettlement {
   constructor(
@@ -57,14 +57,19 @@ export class PerCallSettlement {
       );
     } catch (error) {
       const answer = appErrorFromRpc(error);
-      // A code the settler named is its definitive answer (it releases the payment); anything else is not.
-      if (answer.code !== 'internal') return { refused: answer };
+      // The settler refused before sending (blob fee, pause, model): nothing landed. An
+      // `unexpected_settle_error` comes after a lookup that may itself have failed, and a settler that was
+      // not heard may have sent: the debit may be on chain (the keeper adopts it if so).
+      if (answer.code !== 'internal' && answer.code !== 'unexpected_settle_error') return { refused: answer };
       return {
-        unknown: new AppError('unexpected_settle_error', {
-          message:
-            'The payment-settler could not be reached; send the same PAYMENT-SIGNATURE again (a payment that did settle is refused as used, never charged twice).',
-          cause: error,
-        }),
+        unknown:
+          answer.code === 'unexpected_settle_error'
+            ? answer
+            : new AppError('unexpected_settle_error', {
+                message:
+                  'The payment-settler could not be reached; send the same PAYMENT-SIGNATURE again (a payment that did settle is refused as used, never charged twice).',
+                cause: error,
+              }),
       };
     }
     const { outcome } = response;

@@ -143,6 +143,43 @@ describe('a call paid per call', () => {
     expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
   });
 
+  it('whose settlement cannot be looked up is answered unexpected_settle_error, and the same payment is then refused as used', async () => {
+    const wallet = await payer();
+    const before = await stack.chain.prepaidBalanceOf(wallet.address);
+    const header = await signedPayment(stack, wallet);
+    const payment = await verified(header);
+    // The settlement is mined, then the settler loses the chain: no receipt, no lookup.
+    proxy.outageAfterBroadcast(1_500);
+
+    const events = await run(payment, 'chain went away');
+    expect(shapeOf(events)).toEqual(['failed']);
+    // It may have landed (it did): the call's spend is left to the job's lifecycle.
+    expect(failureOf(events)).toMatchObject({
+      error: { code: 'unexpected_settle_error' },
+      jobSubmitted: true,
+    });
+    expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
+
+    // Sent again once the chain is back: refused as used, never charged twice.
+    const again = await waitUntil(
+      () => verify(stack, header).catch(() => undefined),
+      (outcome) => outcome !== undefined,
+      { what: 'the settler reading the chain again', timeoutMs: 10_000 },
+    );
+    expect(refusalCode(again!)).toBe(PaymentRefusalCode.NONCE_USED);
+    expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
+    // And the job nobody serves is the keeper's, to time out and refund.
+    const [settlement] = await stack.chain.jobRegistry.queryFilter(
+      stack.chain.jobRegistry.filters.DebitSettled(wallet.address),
+    );
+    const jobId = settlement!.args.jobId.toString();
+    await waitUntil(
+      async () => (await store.presence.list('jobs:tracked')).some((entry) => entry.member === jobId),
+      (tracked) => tracked,
+      { what: 'the adopted job', timeoutMs: 10_000 },
+    );
+  });
+
   it('refused by the chain at settlement fails unsubmitted with its code, frees the payment and debits nothing', async () => {
     // Enough for one job: two payments both verify, the first to settle takes the balance.
     const wallet = await payer(MODEL.feeWei);

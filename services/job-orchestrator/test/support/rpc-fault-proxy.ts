@@ -14,6 +14,8 @@ interface JsonRpcRequest {
 export class RpcFaultProxy {
   #receiptsToLose = 0;
   #lost = 0;
+  #outageAfterBroadcastMs = 0;
+  #downUntil = 0;
   #server: Server | undefined;
   #url = '';
 
@@ -25,6 +27,10 @@ export class RpcFaultProxy {
       const chunks: Buffer[] = [];
       req.on('data', (chunk: Buffer) => chunks.push(chunk));
       req.on('end', () => {
+        if (Date.now() < proxy.#downUntil) {
+          res.writeHead(503).end('injected: the node is unreachable');
+          return;
+        }
         void proxy.#forward(Buffer.concat(chunks).toString('utf8')).then(
           (body) => res.writeHead(200, { 'content-type': 'application/json' }).end(body),
           (error: unknown) => res.writeHead(502).end(String(error)),
@@ -46,6 +52,14 @@ export class RpcFaultProxy {
     this.#receiptsToLose = count;
   }
 
+  /**
+   * The next transaction broadcast goes through, then the chain is unreachable for `durationMs`: every
+   * request fails, receipts and lookups included.
+   */
+  outageAfterBroadcast(durationMs: number): void {
+    this.#outageAfterBroadcastMs = durationMs;
+  }
+
   /** Receipts lost so far. */
   get lost(): number {
     return this.#lost;
@@ -65,8 +79,15 @@ export class RpcFaultProxy {
       body,
     });
     const text = await answer.text();
-    if (this.#receiptsToLose === 0) return text;
     const requests = JSON.parse(body) as JsonRpcRequest | JsonRpcRequest[];
+    const broadcast = (Array.isArray(requests) ? requests : [requests]).some(
+      (request) => request.method === 'eth_sendRawTransaction',
+    );
+    if (broadcast && this.#outageAfterBroadcastMs > 0) {
+      this.#downUntil = Date.now() + this.#outageAfterBroadcastMs;
+      this.#outageAfterBroadcastMs = 0;
+    }
+    if (this.#receiptsToLose === 0) return text;
     const responses = JSON.parse(text) as Record<string, unknown> | Record<string, unknown>[];
     const edit = (response: Record<string, unknown>): Record<string, unknown> => {
       const request = (Array.isArray(requests) ? requests : [requests]).find((r) => r.id === response.id);
