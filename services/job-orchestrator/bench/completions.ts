@@ -2,7 +2,9 @@
 // two reference workers on the built-in model (no pacing). All figures come from this one run.
 //  1. CPU cost of one submission on a warm session: envelope and encryption, blob and KZG, signing.
 //  2. Latency on a warm pooled session: request in -> job mined, -> first delta, -> completed.
-//  3. Sustained completions per second with 20 wallets calling concurrently.
+//  3. A call paid per call (x402) against the same call with a key: verification, settlement, the whole
+//     call, and their ratio to the delegate path's.
+//  4. Sustained completions per second with 20 wallets calling concurrently.
 import { performance } from 'node:perf_hooks';
 import { Transaction, Wallet, parseEther } from 'ethers';
 import { blobSidecarOf, kzg, loadKzgTrustedSetup, SessionKeyPair, signTransaction } from '@svc/chain';
@@ -14,10 +16,17 @@ import type { Devnet } from '@svc/testkit';
 import { preparePrompt, sealPrompt } from '../src/completions/prompt-envelope.js';
 import {
   completionRequest,
+  preparePerCallAccounts,
   prepareServiceAccounts,
   startCompletionStack,
   type CompletionStack,
 } from '../test/support/completion-stack.js';
+import {
+  depositedWallet,
+  perCallRequest,
+  signedPayment,
+  verifiedPayment,
+} from '../test/support/per-call-payments.js';
 import { DEPLOYED_MODELS } from '../test/support/models.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 15);
@@ -111,11 +120,13 @@ async function main(): Promise<void> {
     rpc: (method, params = []) => provider.send(method, params),
   };
   await prepareServiceAccounts(devnet);
+  await preparePerCallAccounts(devnet);
   const store = new MemoryStore();
   let stack: CompletionStack | undefined;
   try {
     stack = await startCompletionStack(devnet, {
       store,
+      perCall: {},
       env: {
         TX_POLL_INTERVAL: '20ms',
         JOB_POLL_INTERVAL: '50ms',
@@ -158,9 +169,11 @@ async function main(): Promise<void> {
     line('request in -> submission mined (SUBMITTED published)', median(mined));
     line('request in -> first delta (target 300 ms)', median(firstDelta));
     line('request in -> completed (verified against the commitment)', median(total));
+    const delegate = { mined: median(mined), total: median(total) };
+    await perCallLatency(stack, devnet, delegate);
 
     console.log(
-      `\n3. Sustained throughput: ${WALLETS} wallets calling concurrently for ${THROUGHPUT_SECONDS} s`,
+      `\n4. Sustained throughput: ${WALLETS} wallets calling concurrently for ${THROUGHPUT_SECONDS} s`,
     );
     const wallets: Wallet[] = [];
     for (let i = 0; i < WALLETS; i++) wallets.push(await stack.payingWallet(parseEther('10')));
@@ -198,6 +211,57 @@ async function main(): Promise<void> {
     provider.destroy();
     await anvil.stop();
   }
+}
+
+/** Section 3: the same warm-session call paid per call, timed step by step against the delegate path's. */
+async function perCallLatency(
+  stack: CompletionStack,
+  devnet: Devnet,
+  delegate: { readonly mined: number; readonly total: number },
+): Promise<void> {
+  console.log(`\n3. A call paid per call on a warm session (median of ${LATENCY_CALLS} sequential calls)`);
+  const payer = await depositedWallet(devnet, parseEther('10'));
+  const warm = await verifiedPayment(stack, await signedPayment(stack, payer));
+  for await (const _ of stack.client.runCompletion(perCallRequest(warm, 'warm the session up')));
+  const verify: number[] = [];
+  const settled: number[] = [];
+  const total: number[] = [];
+  for (let call = 0; call < LATENCY_CALLS; call++) {
+    const header = await signedPayment(stack, payer);
+    const verifying = performance.now();
+    const payment = await verifiedPayment(stack, header);
+    verify.push(performance.now() - verifying);
+    const seen = stack.events.length;
+    const started = performance.now();
+    let settledAt: number | undefined;
+    const watch = setInterval(() => {
+      if (
+        !settledAt &&
+        stack.events.slice(seen).some((event) => event.kind === JobLifecycleKind.PAYMENT_SETTLED)
+      )
+        settledAt = performance.now();
+    }, 1);
+    for await (const _ of stack.client.runCompletion(perCallRequest(payment, `per call ${call}`)));
+    clearInterval(watch);
+    total.push(performance.now() - started);
+    settled.push((settledAt ?? Number.NaN) - started);
+  }
+  line('VerifyPayment (reads, signature, reservation)', median(verify));
+  line(
+    'request in -> settlement mined (PAYMENT_SETTLED published)',
+    median(settled),
+    `(${(median(settled) / delegate.mined).toFixed(2)}x the delegate submission)`,
+  );
+  line(
+    'request in -> completed',
+    median(total),
+    `(${(median(total) / delegate.total).toFixed(2)}x the delegate call)`,
+  );
+  line(
+    'verify + call, what a paying client waits for',
+    median(verify) + median(total),
+    `(${((median(verify) + median(total)) / delegate.total).toFixed(2)}x the delegate call)`,
+  );
 }
 
 await main();
