@@ -433,7 +433,8 @@ class CompletionRun {
           ...service,
           sessionId: lease.session.sessionId,
           worker: lease.session.worker,
-          txHash: retried.tx.hash,
+          // A per-call job's `tx_hash` stays its settlement, the transaction that took the payment.
+          txHash: this.#call.payment.kind === 'prepaid_debit' ? service.txHash : retried.tx.hash,
           droppedMessages: prompt.droppedMessages,
         };
         attemptTx = retried.tx;

@@ -115,6 +115,11 @@ describe('a job that fails before its first output', () => {
     expect(job).toMatchObject({ attempt: 2, state: JobState.Completed, payer: wallet.address });
     expect((await stack.chain.getSession(job.sessionId)).owner).toBe(stack.signer);
     expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
+    // Its tx_hash is still the settlement, the transaction that took the payment.
+    const [settlement] = await stack.chain.jobRegistry.queryFilter(
+      stack.chain.jobRegistry.filters.DebitSettled(wallet.address),
+    );
+    expect(completed.service!.txHash!.hex).toBe(settlement!.transactionHash.toLowerCase());
   });
 
   it('ends job_failed after the retry fails too, and the fee goes back to balance and allowance', async () => {
