@@ -49,8 +49,8 @@ export const jobOrchestratorConfigShape = {
     doc: 'gRPC address (host:port) of the payment-settler that settles per-call payments. Unset: calls paid per call are refused `unsupported_scheme`. The all-in-one target points it at its own settler.',
   }),
   SETTLER_TIMEOUT: env.durationMs({
-    doc: 'How long a settlement may take at the payment-settler (its transaction is mined before it answers).',
-    default: '2m',
+    doc: "How long a settlement may take at the payment-settler (its transaction is mined, or replaced until it is, before it answers): longer than the settler's own sending can take.",
+    default: '5m',
   }),
   MAX_FEE_PER_BLOB_GAS: env.wei({
     doc: 'The most paid per unit of blob gas; above it a completion answers 503 `blob_fee_too_high` before anything is signed.',

@@ -37,7 +37,6 @@ export const paymentSettlerModule = defineModule({
           chain: client,
           provider,
           chainId: BigInt(chain.chainId),
-          deploymentBlock: chain.contracts.deploymentBlock,
           logger,
         });
         if (parts) await verifyFacilitatorSetup(config, parts, client);

@@ -13,7 +13,7 @@ import { readPaymentSignature, type PrepaidDebitRequirements } from '@svc/x402';
 import type { PaymentSettlement } from './payments/payment-settlement.js';
 import type { PaymentTerms } from './payments/payment-terms.js';
 import type { PaymentVerifier } from './payments/payment-verifier.js';
-import type { NonceReservations, Settlement } from './payments/nonce-reservations.js';
+import type { NonceReservations, ReleaseOutcome, Settlement } from './payments/nonce-reservations.js';
 import type { PaymentRefusal } from './payments/refusals.js';
 
 type Methods = typeof PaymentSettler extends GenService<infer S> ? S : never;
@@ -49,7 +49,7 @@ export function paymentSettlerHandlers(parts: PaymentSettlerParts | undefined): 
           description: RESOURCE_DESCRIPTION,
           mimeType: 'application/json',
         },
-        requirements: requirementsMessage(await terms.requirementsFor(request.model)),
+        requirements: requirementsMessage(await terms.requirementsFor(request.model).catch(unreadable)),
       };
     },
 
@@ -115,11 +115,24 @@ export function paymentSettlerHandlers(parts: PaymentSettlerParts | undefined): 
     async releasePayment(request) {
       const { reservations } = requireParts(parts);
       const outcome = await reservations.release(request.reservationId);
-      return {
-        state: outcome === 'settled' ? PaymentReservationState.SETTLED : PaymentReservationState.RELEASED,
-      };
+      return { state: RESERVATION_STATES[outcome] };
     },
   };
+}
+
+const RESERVATION_STATES: Record<ReleaseOutcome, PaymentReservationState> = {
+  released: PaymentReservationState.RELEASED,
+  settled: PaymentReservationState.SETTLED,
+  held: PaymentReservationState.HELD,
+};
+
+/** A chain that could not be read while stating or checking a payment: 502 `unexpected_verify_error`. */
+function unreadable(error: unknown): never {
+  if (error instanceof AppError) throw error;
+  throw new AppError('unexpected_verify_error', {
+    message: 'The payment requirements could not be read from the chain; try again.',
+    cause: error,
+  });
 }
 
 function requireParts(parts: PaymentSettlerParts | undefined): PaymentSettlerParts {

@@ -14,8 +14,6 @@ export interface PaymentSettlerPorts {
   readonly chain: ChainClient;
   readonly provider: JsonRpcProvider;
   readonly chainId: bigint;
-  /** First block of the deployment: where settlements are looked up. */
-  readonly deploymentBlock: number;
   readonly logger: Logger;
 }
 
@@ -47,7 +45,7 @@ export function buildPaymentSettler(ports: PaymentSettlerPorts): PaymentSettlerP
     { chainId, facilitator: facilitator.address, payTo: config.PAY_TO_ADDRESS },
     config.CHAIN_CACHE_TTL,
   );
-  const reservations = new NonceReservations(store.values, config.SETTLED_PAYMENT_TTL);
+  const reservations = new NonceReservations(store.values, store.locks, config.SETTLED_PAYMENT_TTL);
   return {
     terms,
     reservations,
@@ -58,7 +56,6 @@ export function buildPaymentSettler(ports: PaymentSettlerPorts): PaymentSettlerP
       sender,
       reservations,
       maxFeePerBlobGas: config.MAX_FEE_PER_BLOB_GAS,
-      deploymentBlock: ports.deploymentBlock,
       logger,
     }),
     defaultReservationTtlMs: config.PAYMENT_RESERVATION_TTL,

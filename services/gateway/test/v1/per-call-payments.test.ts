@@ -203,6 +203,18 @@ describe('a call with neither an API key nor a payment', () => {
     expect(errorOf(answer).code).toBe('invalid_api_key');
     expect(answer.headers.get('payment-required')).toBeNull();
   });
+
+  it('is answered 401 invalid_api_key when the settler has no facilitator, so takes no payments', async () => {
+    settler.takesNoPayments = true;
+    try {
+      const answer = await completion(paid, { model: 'echo:1b' });
+      expect(answer.status).toBe(401);
+      expect(errorOf(answer).code).toBe('invalid_api_key');
+      expect(answer.headers.get('payment-required')).toBeNull();
+    } finally {
+      settler.takesNoPayments = false;
+    }
+  });
 });
 
 describe('PAYMENT-SIGNATURE on a server without per-call payments', () => {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { AppError, createServiceGrpcServer } from '@svc/platform';
-import type { GrpcServer } from '@svc/proto';
+import { closeClient, createClient, type GrpcServer } from '@svc/proto';
 import {
   JobOrchestrator,
   type RunCompletionRequest,
@@ -13,6 +13,7 @@ import {
 } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
 import { waitFor } from '@svc/testkit';
 import { paymentRequiredOf, paymentResponseOf } from '@svc/x402';
+import { SettlerPayments } from '../../src/v1/per-call/settler-payments.js';
 import { call, type HttpAnswer } from '../support/http.js';
 import { silentLogger, startKeyService, type RunningKeyService } from '../support/key-service.js';
 import { startGateway, type RunningGateway } from '../support/gateway.js';
@@ -247,5 +248,19 @@ describe('the gateway over the payment-settler', () => {
     await waitFor(() => releases.includes(reservationId) || undefined, {
       what: 'the settler to hear the release',
     });
+  });
+
+  it('answers unexpected_verify_error when the settler cannot be reached at all', async () => {
+    const unreachable = createClient(PaymentSettler, '127.0.0.1:1');
+    try {
+      const payments = new SettlerPayments(unreachable, 60_000);
+      const verifying = payments.verify('payload', 'echo:1b', 'http://gateway.test/v1/chat/completions', 'r');
+      await expect(verifying).rejects.toMatchObject({ code: 'unexpected_verify_error' });
+      await expect(payments.requirements('echo:1b', 'http://gateway.test')).rejects.toMatchObject({
+        code: 'unexpected_verify_error',
+      });
+    } finally {
+      closeClient(unreachable);
+    }
   });
 });

@@ -98,6 +98,13 @@ export interface CompletionRunnerOptions {
   readonly logger: Logger;
 }
 
+/** Waits before asking the settler again about a settlement whose outcome it could not tell. */
+const SETTLEMENT_RECHECKS_MS = [500, 1_000, 2_000];
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
 /** Sessions tried for one call before giving up on stale pool entries. */
 const SESSION_TRIES = 3;
 
@@ -196,6 +203,8 @@ class CompletionRun {
   readonly #holder = randomUUID();
   #startedSent = false;
   #sentText = '';
+  /** Whether a settlement was asked for: until then a per-call call's payment cannot have landed. */
+  #settleAsked = false;
 
   constructor(
     options: CompletionRunnerOptions,
@@ -247,7 +256,13 @@ class CompletionRun {
         return;
       }
       logger.error({ err: error, requestId: this.#call.requestId }, 'completion run failed unexpectedly');
-      this.#emit({ case: 'failed', error: new AppError('job_failed', { cause: error }), jobSubmitted: true });
+      // A per-call payment not yet sent to settle is certainly not on chain: the gateway frees it.
+      const submitted = this.#call.payment.kind === 'delegate' || this.#settleAsked;
+      this.#emit({
+        case: 'failed',
+        error: new AppError('job_failed', { cause: error }),
+        jobSubmitted: submitted,
+      });
     }
   }
 
@@ -325,12 +340,21 @@ class CompletionRun {
       throw new NotSubmitted(
         new AppError('unsupported_scheme', { message: 'This server takes no per-call payments.' }),
       );
-    const outcome = await perCall.settle({
+    this.#settleAsked = true;
+    const settling = {
       paymentReservationId: payment.paymentReservationId,
       sessionId,
       promptWire: wire,
       requestId: this.#call.requestId,
-    });
+    };
+    let outcome = await perCall.settle(settling);
+    // An unknown outcome may be a settlement that landed unheard: asked again with the same session and
+    // prompt, the settler finds it (or a send still under way ends), and the job is served after all.
+    for (const waitMs of SETTLEMENT_RECHECKS_MS) {
+      if (!('unknown' in outcome)) break;
+      await sleep(waitMs);
+      outcome = await perCall.settle(settling);
+    }
     if ('sessionUnusable' in outcome) return 'session_unusable';
     if ('refused' in outcome) throw new NotSubmitted(outcome.refused);
     if ('unknown' in outcome) throw new SubmissionUnknown(outcome.unknown);

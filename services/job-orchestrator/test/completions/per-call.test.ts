@@ -143,13 +143,27 @@ describe('a call paid per call', () => {
     expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
   });
 
-  it('whose settlement cannot be looked up is answered unexpected_settle_error, and the same payment is then refused as used', async () => {
+  it('whose settlement the settler lost track of is found by asking again: answered and charged once', async () => {
     const wallet = await payer();
     const before = await stack.chain.prepaidBalanceOf(wallet.address);
     const header = await signedPayment(stack, wallet);
     const payment = await verified(header);
-    // The settlement is mined, then the settler loses the chain: no receipt, no lookup.
-    proxy.outageAfterBroadcast(1_500);
+    // The settlement is mined, then the settler loses the chain for a moment: no receipt, no lookup.
+    proxy.outageAfterBroadcast(1_200);
+
+    const events = await run(payment, 'chain went away briefly');
+    expect(shapeOf(events)).toEqual(['started', 'delta', 'completed']);
+    expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
+    expect(refusalCode(await verify(stack, header))).toBe(PaymentRefusalCode.NONCE_USED);
+  });
+
+  it('whose settlement stays unknown is answered unexpected_settle_error; the same payment is then refused as used', async () => {
+    const wallet = await payer();
+    const before = await stack.chain.prepaidBalanceOf(wallet.address);
+    const header = await signedPayment(stack, wallet);
+    const payment = await verified(header);
+    // Longer than the orchestrator asks again for.
+    proxy.outageAfterBroadcast(6_000);
 
     const events = await run(payment, 'chain went away');
     expect(shapeOf(events)).toEqual(['failed']);
@@ -164,11 +178,11 @@ describe('a call paid per call', () => {
     const again = await waitUntil(
       () => verify(stack, header).catch(() => undefined),
       (outcome) => outcome !== undefined,
-      { what: 'the settler reading the chain again', timeoutMs: 10_000 },
+      { what: 'the settler reading the chain again', timeoutMs: 15_000 },
     );
     expect(refusalCode(again!)).toBe(PaymentRefusalCode.NONCE_USED);
     expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
-    // And the job nobody serves is the keeper's, to time out and refund.
+    // And the job no call serves is the keeper's.
     const [settlement] = await stack.chain.jobRegistry.queryFilter(
       stack.chain.jobRegistry.filters.DebitSettled(wallet.address),
     );
@@ -178,7 +192,7 @@ describe('a call paid per call', () => {
       (tracked) => tracked,
       { what: 'the adopted job', timeoutMs: 10_000 },
     );
-  });
+  }, 30_000);
 
   it('refused by the chain at settlement fails unsubmitted with its code, frees the payment and debits nothing', async () => {
     // Enough for one job: two payments both verify, the first to settle takes the balance.

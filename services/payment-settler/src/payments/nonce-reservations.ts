@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { ExpiringValues } from '@svc/platform';
+import type { ExclusiveLocks, ExpiringValues } from '@svc/platform';
 import type { DebitAuthorizationJson } from '@svc/x402';
 
 /** A verified payment whose nonce is held for one call. */
@@ -10,6 +10,8 @@ export interface HeldPayment {
   /** The fee the requirements named: what settlement is expected to debit. */
   readonly amount: string;
   readonly network: string;
+  /** The chain's latest block when the payment verified: its settlement can only come later. */
+  readonly verifiedAtBlock: number;
   /** Unix ms. */
   readonly expiresAtMs: number;
 }
@@ -27,7 +29,11 @@ export interface Settlement {
 
 type ReservationRecord = HeldPayment & { readonly settlement?: Settlement };
 
-export type ReleaseOutcome = 'released' | 'settled';
+/** `held` when a settlement is under way: the payment may land, so it is not freed. */
+export type ReleaseOutcome = 'released' | 'settled' | 'held';
+
+/** How long a settlement may hold its reservation's settling lock: beyond the sender's worst case. */
+const SETTLING_LOCK_TTL_MS = 10 * 60_000;
 
 /**
  * Holds a payment's (payer, nonce) for the one call that verified it, in the shared store so every
@@ -42,8 +48,24 @@ export type ReleaseOutcome = 'released' | 'settled';
 export class NonceReservations {
   constructor(
     private readonly values: ExpiringValues,
+    private readonly locks: ExclusiveLocks,
     private readonly settledTtlMs: number,
   ) {}
+
+  /**
+   * Runs `settle` as the reservation's one settlement under way (over every replica), so a repeat or a
+   * release cannot race it; undefined when another is under way.
+   */
+  async whileSettling<T>(reservationId: string, settle: () => Promise<T>): Promise<{ value: T } | undefined> {
+    const holder = randomUUID();
+    const key = settlingKey(reservationId);
+    if (!(await this.locks.tryAcquire(key, holder, SETTLING_LOCK_TTL_MS)).acquired) return undefined;
+    try {
+      return { value: await settle() };
+    } finally {
+      await this.locks.release(key, holder);
+    }
+  }
 
   /** Whether a call holds the pair now, or held it and settled. */
   async isTaken(payer: string, nonce: string): Promise<boolean> {
@@ -83,21 +105,32 @@ export class NonceReservations {
     await this.values.set(pairKey(payer, nonce), held.reservationId, this.settledTtlMs);
   }
 
-  /** Frees the pair unless the payment settled; freeing twice, or a lapsed reservation, is a no-op. */
+  /**
+   * Frees the pair unless the payment settled or is being settled; freeing twice, or a lapsed reservation,
+   * is a no-op.
+   */
   async release(reservationId: string): Promise<ReleaseOutcome> {
+    if ((await this.locks.holder(settlingKey(reservationId))) !== null) return 'held';
     const record = await this.get(reservationId);
     if (record?.settlement) return 'settled';
-    if (record) {
-      const { payer, nonce } = record.authorization;
-      await this.values.compareAndDelete(pairKey(payer, nonce), reservationId);
-      await this.values.compareAndDelete(recordKey(reservationId), JSON.stringify(record));
-    }
+    if (record) await this.free(record);
     return 'released';
+  }
+
+  /** Frees the pair of a payment that did not settle: the settlement itself, which knows nothing landed. */
+  async free(held: HeldPayment): Promise<void> {
+    const { payer, nonce } = held.authorization;
+    await this.values.compareAndDelete(pairKey(payer, nonce), held.reservationId);
+    await this.values.delete(recordKey(held.reservationId));
   }
 }
 
 function pairKey(payer: string, nonce: string): string {
   return `payments:nonce:${payer.toLowerCase()}:${nonce.toLowerCase()}`;
+}
+
+function settlingKey(reservationId: string): string {
+  return `payments:settling:${reservationId}`;
 }
 
 function recordKey(reservationId: string): string {

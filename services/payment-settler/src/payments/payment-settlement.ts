@@ -42,22 +42,33 @@ export interface PaymentSettlementOptions {
   readonly reservations: NonceReservations;
   /** The settler's own blob fee maximum (the sender's). */
   readonly maxFeePerBlobGas: bigint;
-  /** Where a settlement's `DebitSettled` log is looked for. */
-  readonly deploymentBlock: number;
   readonly logger: Logger;
 }
 
 /**
  * Settles held payments with `submitJobWithDebit`: one blob transaction that debits the payer and submits
  * the job in the service's session. A payment is never charged twice and never reported failed once it
- * landed: the chain marks its nonce used, a repeat returns the recorded settlement, and a send that fails
- * in an unknown way is looked up on chain (the nonce, then its `DebitSettled` log and the job's prompt
- * blob) before it is answered `unexpected_settle_error`.
+ * landed: the chain marks its nonce used, one settlement of a reservation runs at a time (a store lock), a
+ * repeat returns the recorded settlement, and a send that fails in an unknown way is looked up on chain
+ * (the nonce, then its `DebitSettled` log and the job's prompt blob) before it is answered
+ * `unexpected_settle_error`; asked again with the same session and prompt, the settler finds it if it
+ * landed meanwhile.
  */
 export class PaymentSettlement {
   constructor(private readonly options: PaymentSettlementOptions) {}
 
   async settle(request: SettleRequest): Promise<SettleOutcome> {
+    const settling = await this.options.reservations.whileSettling(request.reservationId, () =>
+      this.#settleOnce(request),
+    );
+    if (settling) return settling.value;
+    throw new AppError('unexpected_settle_error', {
+      message: 'This payment is being settled by another request: ask again shortly.',
+      retryAfterSeconds: 1,
+    });
+  }
+
+  async #settleOnce(request: SettleRequest): Promise<SettleOutcome> {
     const { reservations, logger } = this.options;
     const record = await reservations.get(request.reservationId);
     if (record?.settlement) return { settled: record.settlement };
@@ -90,8 +101,9 @@ export class PaymentSettlement {
     } catch (error) {
       const revert = revertOf(error);
       if (revert && SESSION_REVERTS.has(revert.name)) return { sessionUnusable: revert.name };
-      if (!revert || revert.name === 'NonceAlreadyUsed') {
-        // Perhaps it landed anyway (a lost receipt, or our own earlier send of this payment).
+      const knownUnsent = error instanceof BlobFeeTooHighError || error instanceof ContractRevertError;
+      if (!knownUnsent || revert?.name === 'NonceAlreadyUsed') {
+        // Perhaps it landed anyway (a lost receipt; our own earlier send of this payment, same blob).
         const landed = await this.#landedSettlement(record, blob.versionedHash).catch(
           (lookupError: unknown) => {
             logger.warn({ err: lookupError, payer }, 'settlement lookup failed');
@@ -107,7 +119,10 @@ export class PaymentSettlement {
           return { settled: landed };
         }
       }
-      await reservations.release(record.reservationId);
+      // Freed only when nothing can land: refused before sending, or mined and reverted. After a
+      // broadcast with no outcome the transaction may still be mined: the payment stays held (the chain's
+      // nonce decides, and a repeat of this settlement finds it) until its reservation lapses.
+      if (knownUnsent || error instanceof TransactionRevertedError) await reservations.free(record);
       return this.#failure(error, revert, payer);
     }
   }
@@ -147,12 +162,13 @@ export class PaymentSettlement {
    * settlement (another call's, with another blob) is not ours.
    */
   async #landedSettlement(held: HeldPayment, promptBlobHash: string): Promise<Settlement | undefined> {
-    const { chain, deploymentBlock } = this.options;
+    const { chain } = this.options;
     const { payer, nonce } = held.authorization;
     if (!(await chain.isNonceUsed(payer, nonce))) return undefined;
+    // A settlement of this payment comes after its verification: the scan starts there, not at genesis.
     const logs = await chain.jobRegistry.queryFilter(
       chain.jobRegistry.filters.DebitSettled(payer, nonce),
-      deploymentBlock,
+      held.verifiedAtBlock,
     );
     for (const log of logs) {
       const job = await chain.getJob(log.args.jobId);

@@ -38,17 +38,23 @@ export class PaymentVerifier {
     if (!read.ok) return refuse(read.code, read.message);
     const { payment } = read;
     const payer = payment.payload.authorization.payer;
-    const refusal = await this.#firstFailure(payment, model).catch((error: unknown) => {
+    const checked = await this.#firstFailure(payment, model).catch((error: unknown) => {
       if (error instanceof AppError) throw error;
       throw new AppError('unexpected_verify_error', {
         message: 'The payment could not be checked against the chain; send the same PAYMENT-SIGNATURE again.',
         cause: error,
       });
     });
-    if (refusal) return { refused: { ...refusal, payer } };
+    if ('refusal' in checked) return { refused: { ...checked.refusal, payer } };
     const { authorization, signature } = payment.payload;
     const held = await this.reservations.reserve(
-      { authorization, signature, amount: payment.accepted.amount, network: payment.accepted.network },
+      {
+        authorization,
+        signature,
+        amount: payment.accepted.amount,
+        network: payment.accepted.network,
+        verifiedAtBlock: checked.block,
+      },
       reservationTtlMs,
     );
     if (!held) return refuse('invalid_prepaid_debit_payload_nonce_used', NONCE_IN_USE, payer);
@@ -59,11 +65,11 @@ export class PaymentVerifier {
     };
   }
 
-  /** Checks 4 to 13; undefined when the payment passes them all. */
+  /** Checks 4 to 13: the first failure, or the block they were read at when the payment passes them all. */
   async #firstFailure(
     payment: PaymentPayload,
     model: string,
-  ): Promise<Omit<PaymentRefusal, 'payer'> | undefined> {
+  ): Promise<{ refusal: Omit<PaymentRefusal, 'payer'> } | { block: number }> {
     const { parties } = this.terms;
     const authorization = payment.payload.authorization;
     if (payment.accepted.network !== this.terms.network)
@@ -77,14 +83,16 @@ export class PaymentVerifier {
         'invalid_payment_requirements',
         'accepted is not the current payment requirements (the fee may have changed): rebuild the payment from PAYMENT-REQUIRED.',
       );
-    const [now, facilitatorAuthorized, nonceUsedOnChain, nonceHeld, balance] = await Promise.all([
-      this.#chainNow(),
+    const [latest, facilitatorAuthorized, nonceUsedOnChain, nonceHeld, balance] = await Promise.all([
+      this.chain.provider.getBlock('latest'),
       this.terms.facilitatorAuthorized(),
       this.chain.isNonceUsed(authorization.payer, authorization.nonce),
       this.reservations.isTaken(authorization.payer, authorization.nonce),
       this.chain.prepaidBalanceOf(authorization.payer),
     ]);
     const fee = BigInt(current.amount);
+    // The chain's clock, or the wall clock when later: a chain that mines on demand stamps its next block so.
+    const now = Math.max(latest?.timestamp ?? 0, Math.floor(Date.now() / 1000));
     if (BigInt(authorization.deadline) < BigInt(now))
       return failure(
         'invalid_prepaid_debit_payload_expired',
@@ -122,7 +130,7 @@ export class PaymentVerifier {
         'insufficient_funds',
         `The payer's prepaid balance (${balance} wei) cannot cover the fee (${fee} wei): deposit() from the payer's wallet.`,
       );
-    return undefined;
+    return { block: latest?.number ?? 0 };
   }
 
   /** EIP-712 recovery as JobRegistry does it (OpenZeppelin ECDSA): 65 bytes, v 27 or 28, low s. */
@@ -143,22 +151,13 @@ export class PaymentVerifier {
       return false;
     }
   }
-
-  /**
-   * The chain's clock: the latest block's timestamp, or the wall clock when later (a chain that mines
-   * on demand stamps its next block with the wall clock).
-   */
-  async #chainNow(): Promise<number> {
-    const block = await this.chain.provider.getBlock('latest');
-    return Math.max(block?.timestamp ?? 0, Math.floor(Date.now() / 1000));
-  }
 }
 
 const NONCE_IN_USE =
   'This payment was already used, or is being settled by another call: sign a new one with a fresh nonce.';
 
-function failure(code: PaymentRefusalCode, message: string): Omit<PaymentRefusal, 'payer'> {
-  return { code, message };
+function failure(code: PaymentRefusalCode, message: string): { refusal: Omit<PaymentRefusal, 'payer'> } {
+  return { refusal: { code, message } };
 }
 
 function refuse(code: PaymentRefusalCode, message: string, payer?: string): Verdict {

@@ -50,7 +50,14 @@ export class PerCallPayments {
 
   /** The 402 of a call with neither an API key nor a payment (404 `model_not_found` for an unknown model). */
   async paymentRequired(resource: PaidResource): Promise<AppError> {
-    const offer = await this.settler.requirements(resource.model, resource.url);
+    const offer = await this.settler.requirements(resource.model, resource.url).catch((error: unknown) => {
+      // A settler with no facilitator takes no payments: a call with no key is then simply unauthorized.
+      if (isAppError(error) && error.code === 'unsupported_scheme')
+        throw new AppError('invalid_api_key', {
+          message: 'No API key was sent, and this server takes no per-call payments: send an API key.',
+        });
+      throw error;
+    });
     return new AppError('payment_required', {
       message:
         'This call carries neither an API key nor a payment: pay it with the prepaid-debit entry of accepts (PAYMENT-SIGNATURE), or send an API key.',
@@ -156,10 +163,12 @@ export class PerCallPayments {
     try {
       return await this.settler.requirements(resource.model, resource.url);
     } catch (error) {
-      this.logger.warn(
-        { err: error, model: resource.model },
-        'could not read the per-call payment requirements; answering without them',
-      );
+      // A settler with no facilitator has none to offer; anything else is worth a look.
+      if (!(isAppError(error) && error.code === 'unsupported_scheme'))
+        this.logger.warn(
+          { err: error, model: resource.model },
+          'could not read the per-call payment requirements; answering without them',
+        );
       return undefined;
     }
   }

@@ -3,7 +3,7 @@ import type {
   PaymentRefusal as PaymentRefusalMessage,
   PaymentSettler,
 } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
-import { appErrorFromRpc, paymentRefusalFromProto } from '@svc/platform';
+import { AppError, appErrorFromRpc, paymentRefusalFromProto } from '@svc/platform';
 import { isRpcError, type ServiceClient } from '@svc/proto';
 import type {
   PaymentOffer,
@@ -32,7 +32,7 @@ export class SettlerPayments implements PaymentSettlerPort {
   async requirements(model: string, resourceUrl: string): Promise<PaymentOffer> {
     const { requirements, resource } = await this.settler
       .getRequirements({ model, resourceUrl })
-      .catch(asAppError);
+      .catch(unverifiable);
     if (requirements === undefined) throw new Error('the payment-settler sent no requirements');
     return {
       requirements: prepaidDebitRequirementsJson(requirements),
@@ -61,7 +61,7 @@ export class SettlerPayments implements PaymentSettlerPort {
         },
         { requestId },
       )
-      .catch(asAppError);
+      .catch(unverifiable);
     switch (outcome.case) {
       case 'verified': {
         const { reservationId, payer, nonce, amountWei, network } = outcome.value;
@@ -106,4 +106,17 @@ function refusalOf(refusal: PaymentRefusalMessage): PaymentRefusal {
 
 function asAppError(error: unknown): never {
   throw isRpcError(error) ? appErrorFromRpc(error) : error;
+}
+
+/**
+ * The settler's own answer, or, when it could not be heard (down, or past its deadline), 502
+ * `unexpected_verify_error`: the payment could not be checked, and the caller sends it again.
+ */
+function unverifiable(error: unknown): never {
+  const answer = isRpcError(error) ? appErrorFromRpc(error) : error;
+  if (answer instanceof AppError && answer.code !== 'internal') throw answer;
+  throw new AppError('unexpected_verify_error', {
+    message: 'The payment could not be checked: send the same PAYMENT-SIGNATURE again.',
+    cause: error,
+  });
 }

@@ -37,6 +37,8 @@ export class ScriptedSettler implements PaymentSettlerPort {
   /** Resource URLs the requirements were asked for. */
   readonly requirementUrls: string[] = [];
   requirementsDown = false;
+  /** A settler with no facilitator: it states no requirements (`unsupported_scheme`). */
+  takesNoPayments = false;
   readonly #refusals = new Map<string, PaymentRefusalCode>();
   /** Nonces held, by reservation id. */
   readonly #held = new Map<string, string>();
@@ -55,6 +57,7 @@ export class ScriptedSettler implements PaymentSettlerPort {
   async requirements(model: string, resourceUrl: string): Promise<PaymentOffer> {
     this.requirementUrls.push(resourceUrl);
     if (this.requirementsDown) throw new AppError('unexpected_verify_error');
+    if (this.takesNoPayments) throw new AppError('unsupported_scheme');
     if (model === 'missing') throw new AppError('model_not_found');
     return {
       requirements: REQUIREMENTS,

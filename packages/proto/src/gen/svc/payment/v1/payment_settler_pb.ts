@@ -733,7 +733,9 @@ export const PaymentSettler: GenService<{
    * Sends the settlement transaction carrying the prompt blob and returns once it is mined. Idempotent by
    * reservation: a repeat returns the first settlement, and a transaction that did land is never a failure:
    * a send that fails is looked up on chain (the payment's nonce, then its `DebitSettled` log) before an
-   * UNAVAILABLE `unexpected_settle_error` is answered, and then the reservation is released.
+   * UNAVAILABLE `unexpected_settle_error` is answered. A transaction that was broadcast keeps the payment
+   * held (it may still be mined); asked again with the same session and prompt, the settler finds it.
+   * One settlement of a reservation runs at a time: a concurrent one is UNAVAILABLE `unexpected_settle_error`.
    * Errors: UNAVAILABLE `blob_fee_too_high` when the blob fee is above the given maximum.
    *
    * @generated from rpc svc.payment.v1.PaymentSettler.SettlePayment
@@ -745,7 +747,8 @@ export const PaymentSettler: GenService<{
   },
   /**
    * Frees a reservation whose call ended without the debit landing on chain, so the same
-   * `PAYMENT-SIGNATURE` can be sent again; a no-op for a settled reservation.
+   * `PAYMENT-SIGNATURE` can be sent again; a no-op for a settled reservation (SETTLED) and for one being
+   * settled (HELD).
    *
    * @generated from rpc svc.payment.v1.PaymentSettler.ReleasePayment
    */
