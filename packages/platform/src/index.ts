@@ -6,3 +6,7 @@ export * from './rpc.js';
 export * from './store/index.js';
 export * from './events/index.js';
 export { Remembered } from './remembered.js';
+export {
+  prepaidDebitRequirementsFromProto,
+  prepaidDebitRequirementsToProto,
+} from './payments/prepaid-debit-requirements.js';

@@ -1,9 +1,8 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { GenService } from '@bufbuild/protobuf/codegenv2';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
-import { AppError, paymentRefusalToProto } from '@svc/platform';
+import { AppError, paymentRefusalToProto, prepaidDebitRequirementsToProto } from '@svc/platform';
 import type { ServiceImpl } from '@svc/proto';
-import type { PrepaidDebitRequirementsSchema } from '@svc/proto/gen/svc/common/v1/payment_option_pb';
 import {
   PaymentReservationState,
   type PaymentRefusalSchema,
@@ -49,7 +48,9 @@ export function paymentSettlerHandlers(parts: PaymentSettlerParts | undefined): 
           description: RESOURCE_DESCRIPTION,
           mimeType: 'application/json',
         },
-        requirements: requirementsMessage(await terms.requirementsFor(request.model).catch(unreadable)),
+        requirements: prepaidDebitRequirementsToProto(
+          await terms.requirementsFor(request.model).catch(unreadable),
+        ),
       };
     },
 
@@ -68,7 +69,8 @@ export function paymentSettlerHandlers(parts: PaymentSettlerParts | undefined): 
       const ttlMs = askedMs > 0 ? askedMs : parts.defaultReservationTtlMs;
       const verdict = await parts.verifier.verify(request.paymentSignature, request.model, ttlMs);
       if ('refused' in verdict) {
-        const current = await parts.terms.requirementsFor(request.model).catch(() => undefined);
+        const current =
+          verdict.current ?? (await parts.terms.requirementsFor(request.model).catch(() => undefined));
         return { outcome: { case: 'refused', value: refusalMessage(verdict.refused, current) } };
       }
       const held = verdict.verified;
@@ -154,25 +156,7 @@ function refusalMessage(
     code: paymentRefusalToProto(refusal.code),
     message: refusal.message,
     ...(refusal.payer ? { payer: { hex: refusal.payer } } : {}),
-    ...(current ? { currentRequirements: requirementsMessage(current) } : {}),
-  };
-}
-
-function requirementsMessage(
-  requirements: PrepaidDebitRequirements,
-): MessageInitShape<typeof PrepaidDebitRequirementsSchema> {
-  return {
-    scheme: requirements.scheme,
-    network: requirements.network,
-    amount: { decimal: requirements.amount },
-    asset: { hex: requirements.asset },
-    payTo: { hex: requirements.payTo },
-    maxTimeoutSeconds: requirements.maxTimeoutSeconds,
-    extra: {
-      name: requirements.extra.name,
-      version: requirements.extra.version,
-      facilitatorAddress: { hex: requirements.extra.facilitatorAddress },
-    },
+    ...(current ? { currentRequirements: prepaidDebitRequirementsToProto(current) } : {}),
   };
 }
 

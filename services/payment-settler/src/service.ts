@@ -73,7 +73,7 @@ export async function verifyFacilitatorSetup(
 ): Promise<void> {
   const { facilitator, payTo } = parts.terms.parties;
   const problems: string[] = [];
-  if (!sameAddress(facilitator, payTo) && !(await chain.isDelegateAuthorized(payTo, facilitator)))
+  if (!(await parts.terms.facilitatorAuthorized()))
     problems.push(
       `the facilitator ${facilitator} is not an authorized delegate of PAY_TO_ADDRESS ${payTo}: send setDelegateAuthorization(${facilitator}, true) from ${payTo}`,
     );

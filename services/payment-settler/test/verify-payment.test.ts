@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { parseEther, Wallet } from 'ethers';
-import { MemoryStore } from '@svc/platform';
+import { MemoryStore, prepaidDebitRequirementsFromProto } from '@svc/platform';
 import { PaymentRefusalCode, type PaymentRefusal } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
 import { useDevnet } from '@svc/testkit';
 import {
@@ -24,7 +24,6 @@ import {
   preparePerCallAccounts,
   refusalOf,
   REPRICED_MODEL,
-  requirementsJson,
   setFacilitatorAuthorized,
   setModelFee,
   signedPayload,
@@ -62,7 +61,7 @@ const stranger = () => devnet().wallet(ACCOUNTS.stranger);
 async function refused(paymentSignature: string, model = MODEL.name): Promise<PaymentRefusal> {
   const refusal = refusalOf(await verify(settler.client, paymentSignature, { model }));
   expect(refusal.currentRequirements).toBeDefined();
-  expect(requirementsJson(refusal.currentRequirements!)).toEqual(await requirements(model));
+  expect(prepaidDebitRequirementsFromProto(refusal.currentRequirements!)).toEqual(await requirements(model));
   expect(refusal.message).not.toBe('');
   return refusal;
 }
@@ -202,7 +201,7 @@ describe('VerifyPayment refuses in the check order of the protocol', () => {
       // The refusal names the new fee; a payment rebuilt from it passes.
       expect(refusal.currentRequirements?.amount?.decimal).toBe(newFee.toString());
       await expectVerifies(
-        await paymentSignatureFor(wallet, requirementsJson(refusal.currentRequirements!)),
+        await paymentSignatureFor(wallet, prepaidDebitRequirementsFromProto(refusal.currentRequirements!)),
         REPRICED_MODEL.name,
       );
     } finally {

@@ -8,7 +8,13 @@ import type {
   JobOrchestrator,
   RunCompletionRequestSchema,
 } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
-import { AppError, appErrorFromRpc, isApiErrorName, type Logger } from '@svc/platform';
+import {
+  AppError,
+  appErrorFromRpc,
+  isApiErrorName,
+  prepaidDebitRequirementsFromProto,
+  type Logger,
+} from '@svc/platform';
 import { isRpcError, type ServiceClient } from '@svc/proto';
 import type {
   ChatRole as GatewayChatRole,
@@ -19,7 +25,6 @@ import type {
   JobDescription,
   ModelListing,
 } from './completion-backend.js';
-import { prepaidDebitRequirementsJson } from './per-call/prepaid-debit-requirements.js';
 
 export type JobOrchestratorMethods = typeof JobOrchestrator extends GenService<infer S> ? S : never;
 export type JobOrchestratorClient = ServiceClient<JobOrchestratorMethods>;
@@ -186,7 +191,7 @@ function paymentMessage(
 
 /** An `accepts` entry in the JSON shape of docs/protocol.md (the delegate-path 402, the prepaid-debit entry). */
 function paymentOptionJson(option: PaymentOption): object | undefined {
-  if (option.scheme.case === 'prepaidDebit') return prepaidDebitRequirementsJson(option.scheme.value);
+  if (option.scheme.case === 'prepaidDebit') return prepaidDebitRequirementsFromProto(option.scheme.value);
   if (option.scheme.case !== 'delegate') return undefined;
   const { chainId, payer, delegate, instruction, transaction } = option.scheme.value;
   return {

@@ -1,7 +1,7 @@
 import { parseEther, type Signer, type Wallet } from 'ethers';
 import { connectJobRegistry } from '@svc/contracts';
+import { prepaidDebitRequirementsFromProto } from '@svc/platform';
 import type { Devnet } from '@svc/testkit';
-import type { PrepaidDebitRequirements as RequirementsMessage } from '@svc/proto/gen/svc/common/v1/payment_option_pb';
 import { ChatRole } from '@svc/proto/gen/svc/common/v1/chat_pb';
 import { paymentSignatureFor, type PaymentOptions, type PrepaidDebitRequirements } from '@svc/x402';
 import type { CompletionEvents, CompletionRequest, CompletionStack } from './completion-stack.js';
@@ -10,27 +10,10 @@ import { fundedWallet } from './reference-worker.js';
 
 const RESOURCE = 'http://gateway.test/v1/chat/completions';
 
-/** The requirements message in the x402 JSON shape a payer signs. */
-export function requirementsJson(message: RequirementsMessage): PrepaidDebitRequirements {
-  return {
-    scheme: 'prepaid-debit',
-    network: message.network,
-    amount: message.amount!.decimal,
-    asset: message.asset!.hex,
-    payTo: message.payTo!.hex,
-    maxTimeoutSeconds: message.maxTimeoutSeconds,
-    extra: {
-      name: message.extra!.name,
-      version: message.extra!.version,
-      facilitatorAddress: message.extra!.facilitatorAddress!.hex,
-    },
-  };
-}
-
 /** The settler's current requirements for the test model. */
 export async function currentRequirements(stack: CompletionStack): Promise<PrepaidDebitRequirements> {
   const { requirements } = await stack.settler!.getRequirements({ model: MODEL.name, resourceUrl: RESOURCE });
-  return requirementsJson(requirements!);
+  return prepaidDebitRequirementsFromProto(requirements!);
 }
 
 /** A `PAYMENT-SIGNATURE` from `payer` for the current requirements. */

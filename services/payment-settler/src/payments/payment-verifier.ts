@@ -8,6 +8,7 @@ import {
   sameRequirements,
   type DebitAuthorizationJson,
   type PaymentPayload,
+  type PrepaidDebitRequirements,
 } from '@svc/x402';
 import type { HeldPayment, NonceReservations } from './nonce-reservations.js';
 import { sameAddress, type PaymentTerms } from './payment-terms.js';
@@ -18,7 +19,8 @@ const SECP256K1_HALF_ORDER = 0x7fffffffffffffffffffffffffffffff5d576e7357a4501dd
 
 export type Verdict =
   | { readonly verified: HeldPayment; readonly maxAmount: bigint; readonly deadline: bigint }
-  | { readonly refused: PaymentRefusal };
+  /** `current`: the requirements the payment was judged against, once they were read. */
+  | { readonly refused: PaymentRefusal; readonly current?: PrepaidDebitRequirements };
 
 /**
  * Verifies a `PAYMENT-SIGNATURE` in the protocol's check order (docs/protocol.md, Check order and codes);
@@ -45,7 +47,7 @@ export class PaymentVerifier {
         cause: error,
       });
     });
-    if ('refusal' in checked) return { refused: { ...checked.refusal, payer } };
+    if ('refusal' in checked) return { refused: { ...checked.refusal, payer }, current: checked.current };
     const { authorization, signature } = payment.payload;
     const held = await this.reservations.reserve(
       {
@@ -57,7 +59,11 @@ export class PaymentVerifier {
       },
       reservationTtlMs,
     );
-    if (!held) return refuse('invalid_prepaid_debit_payload_nonce_used', NONCE_IN_USE, payer);
+    if (!held)
+      return {
+        refused: { code: 'invalid_prepaid_debit_payload_nonce_used', message: NONCE_IN_USE, payer },
+        current: checked.current,
+      };
     return {
       verified: held,
       maxAmount: BigInt(authorization.maxAmount),
@@ -65,19 +71,33 @@ export class PaymentVerifier {
     };
   }
 
-  /** Checks 4 to 13: the first failure, or the block they were read at when the payment passes them all. */
+  /**
+   * Checks 4 to 13: the first failure, or the block they were read at when the payment passes them all;
+   * with the current requirements once they were read.
+   */
   async #firstFailure(
     payment: PaymentPayload,
     model: string,
-  ): Promise<{ refusal: Omit<PaymentRefusal, 'payer'> } | { block: number }> {
-    const { parties } = this.terms;
-    const authorization = payment.payload.authorization;
+  ): Promise<
+    | { refusal: Omit<PaymentRefusal, 'payer'>; current?: PrepaidDebitRequirements }
+    | { block: number; current: PrepaidDebitRequirements }
+  > {
     if (payment.accepted.network !== this.terms.network)
       return failure(
         'invalid_network',
         `This server settles on ${this.terms.network}, not ${payment.accepted.network}.`,
       );
     const current = await this.terms.requirementsFor(model);
+    return { ...(await this.#judge(payment, current)), current };
+  }
+
+  /** Checks 5 to 13 against the current requirements. */
+  async #judge(
+    payment: PaymentPayload,
+    current: PrepaidDebitRequirements,
+  ): Promise<{ refusal: Omit<PaymentRefusal, 'payer'> } | { block: number }> {
+    const { parties } = this.terms;
+    const authorization = payment.payload.authorization;
     if (!sameRequirements(payment.accepted, current))
       return failure(
         'invalid_payment_requirements',

@@ -15,9 +15,8 @@ import {
 } from 'ethers';
 import type { GenService } from '@bufbuild/protobuf/codegenv2';
 import { connectJobRegistry, DEBIT_AUTHORIZATION_TYPES, debitDomain } from '@svc/contracts';
-import { createLogger, type Store } from '@svc/platform';
+import { createLogger, prepaidDebitRequirementsFromProto, type Store } from '@svc/platform';
 import { closeClient, createClient, RpcError, type ServiceClient } from '@svc/proto';
-import type { PrepaidDebitRequirements as RequirementsMessage } from '@svc/proto/gen/svc/common/v1/payment_option_pb';
 import {
   PaymentSettler,
   type PaymentRefusal,
@@ -147,30 +146,13 @@ export async function startSettler(
   };
 }
 
-/** The requirements message in the x402 JSON shape a payer signs. */
-export function requirementsJson(message: RequirementsMessage): PrepaidDebitRequirements {
-  return {
-    scheme: message.scheme as PrepaidDebitRequirements['scheme'],
-    network: message.network,
-    amount: message.amount!.decimal,
-    asset: message.asset!.hex,
-    payTo: message.payTo!.hex,
-    maxTimeoutSeconds: message.maxTimeoutSeconds,
-    extra: {
-      name: message.extra!.name,
-      version: message.extra!.version,
-      facilitatorAddress: message.extra!.facilitatorAddress!.hex,
-    },
-  };
-}
-
 /** The settler's current requirements for `model`, as a payer signs them. */
 export async function currentRequirements(
   client: PaymentSettlerClient,
   model = MODEL.name,
 ): Promise<PrepaidDebitRequirements> {
   const { requirements } = await client.getRequirements({ model, resourceUrl: RESOURCE_URL });
-  return requirementsJson(requirements!);
+  return prepaidDebitRequirementsFromProto(requirements!);
 }
 
 /** A fresh random wallet with ETH for gas (from the funder account). */

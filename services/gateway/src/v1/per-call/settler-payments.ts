@@ -3,7 +3,12 @@ import type {
   PaymentRefusal as PaymentRefusalMessage,
   PaymentSettler,
 } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
-import { AppError, appErrorFromRpc, paymentRefusalFromProto } from '@svc/platform';
+import {
+  AppError,
+  appErrorFromRpc,
+  paymentRefusalFromProto,
+  prepaidDebitRequirementsFromProto,
+} from '@svc/platform';
 import { isRpcError, type ServiceClient } from '@svc/proto';
 import type {
   PaymentOffer,
@@ -11,7 +16,6 @@ import type {
   PaymentSettlerPort,
   PaymentVerdict,
 } from './payment-settler-port.js';
-import { prepaidDebitRequirementsJson } from './prepaid-debit-requirements.js';
 
 export type PaymentSettlerMethods = typeof PaymentSettler extends GenService<infer S> ? S : never;
 export type PaymentSettlerClient = ServiceClient<PaymentSettlerMethods>;
@@ -35,7 +39,7 @@ export class SettlerPayments implements PaymentSettlerPort {
       .catch(unverifiable);
     if (requirements === undefined) throw new Error('the payment-settler sent no requirements');
     return {
-      requirements: prepaidDebitRequirementsJson(requirements),
+      requirements: prepaidDebitRequirementsFromProto(requirements),
       resource: {
         url: resource?.url || resourceUrl,
         description: resource?.description ?? '',
@@ -99,7 +103,7 @@ function refusalOf(refusal: PaymentRefusalMessage): PaymentRefusal {
     message: refusal.message,
     ...(refusal.payer?.hex ? { payer: refusal.payer.hex } : {}),
     ...(refusal.currentRequirements
-      ? { currentRequirements: prepaidDebitRequirementsJson(refusal.currentRequirements) }
+      ? { currentRequirements: prepaidDebitRequirementsFromProto(refusal.currentRequirements) }
       : {}),
   };
 }
