@@ -1,14 +1,6 @@
-// `npm start`: runs the all-in-one mode from TypeScript sources in one process (no build step).
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+// `npm start`: the launcher of the all-in-one mode, from TypeScript sources (no build step):
+// apps/server/src/launcher/launch.ts.
+import { register } from 'tsx/esm/api';
 
-const entry = fileURLToPath(new URL('../apps/server/src/main.ts', import.meta.url));
-const child = spawn(
-  process.execPath,
-  ['--conditions=@svc/source', '--import', 'tsx', entry, ...process.argv.slice(2)],
-  {
-    stdio: 'inherit',
-  },
-);
-for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
-child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
+register();
+await import('../apps/server/src/launcher/launch.ts');

@@ -1,4 +1,4 @@
-import { rmSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import {
   ConfigError,
@@ -93,7 +93,7 @@ export async function runTarget(target: Target, options: RunOptions = {}): Promi
   const logger = options.logger ?? createLogger({ service: target.name, level: runtime.LOG_LEVEL });
   const stateDir = isAbsolute(runtime.STATE_DIR) ? runtime.STATE_DIR : resolve(runtime.STATE_DIR);
   if (options.reset) {
-    rmSync(stateDir, { recursive: true, force: true });
+    resetStateDir(stateDir);
     logger.info({ stateDir }, 'state reset: starting from scratch');
   }
   for (const [setting, value] of Object.entries(target.derive?.(baseEnv, { stateDir }) ?? {}))
@@ -259,4 +259,14 @@ export function loopbackFor(host: string): string {
 function once(action: () => Promise<void>): () => Promise<void> {
   let result: Promise<void> | undefined;
   return () => (result ??= action());
+}
+
+/** What `--reset` keeps: `npm start`'s logs (being written by its launcher) are not state. */
+const KEPT_ON_RESET = new Set(['logs']);
+
+/** Empties STATE_DIR but for its logs. */
+function resetStateDir(stateDir: string): void {
+  if (!existsSync(stateDir)) return;
+  for (const entry of readdirSync(stateDir))
+    if (!KEPT_ON_RESET.has(entry)) rmSync(join(stateDir, entry), { recursive: true, force: true });
 }

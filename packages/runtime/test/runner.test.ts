@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -185,9 +185,11 @@ describe('runTarget', () => {
     ).rejects.toThrow(/strict: A_PORT must be an integer[\s\S]*strict: B_COUNT must be an integer/);
   });
 
-  it('derives settings after --reset, under STATE_DIR, without overriding the environment', async () => {
+  it('derives settings after --reset, under STATE_DIR, without overriding the environment; --reset keeps logs/', async () => {
     const derivedDir = mkdtempSync(join(tmpdir(), 'svc-derive-'));
     writeFileSync(join(derivedDir, 'left-over'), 'from an earlier run');
+    mkdirSync(join(derivedDir, 'logs'));
+    writeFileSync(join(derivedDir, 'logs', 'server.log'), 'being written by the launcher');
     const seen: Array<Record<string, string | undefined>> = [];
     const reader = defineModule({
       name: 'reader',
@@ -213,7 +215,9 @@ describe('runTarget', () => {
       { env: { STATE_DIR: derivedDir, CHOSEN: 'operator' }, reset: true, logger },
     );
     await running.stop();
+    const log = readFileSync(join(derivedDir, 'logs', 'server.log'), 'utf8');
     rmSync(derivedDir, { recursive: true, force: true });
     expect(seen).toEqual([{ FROM_STATE: 'fresh', CHOSEN: 'operator' }]);
+    expect(log).toBe('being written by the launcher');
   });
 });

@@ -168,7 +168,15 @@ export class JobKeeper {
       keyId: '',
       model: '',
     });
-    logger.warn({ jobId: jobId.toString(), payer }, 'keeper adopted a settled job no call tracks');
+    // Still awaiting its answer, no call will serve it: worth a warning. Answered already (a restart with
+    // an in-memory store forgets the calls' tracking), it only awaits its release.
+    if (job.state === JobState.Submitted)
+      logger.warn({ jobId: jobId.toString(), payer }, 'keeper adopted a settled job no call tracks');
+    else
+      logger.info(
+        { jobId: jobId.toString(), payer },
+        'keeper tracks an answered settled job until its release',
+      );
   }
 
   async #sweepJobs(): Promise<void> {

@@ -1,0 +1,14 @@
+#!/usr/bin/env node
+// `svc`: runs the command from its TypeScript sources (no build step), as `npm start` does, with the
+// workspace's packages resolved to their sources. Signals reach the command; its exit code is ours.
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const entry = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+const child = spawn(
+  process.execPath,
+  ['--conditions=@svc/source', '--import', 'tsx', entry, ...process.argv.slice(2)],
+  { stdio: 'inherit' },
+);
+for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
+child.on('exit', (code, signal) => process.exit(code ?? (signal === 'SIGINT' ? 130 : 1)));

@@ -1,0 +1,139 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { Signer } from 'ethers';
+
+// Shared support of the end-to-end suites: `npm start` in its own process (the real start script,
+// nothing configured but what a suite passes), the files it writes, and the wallet sign-in.
+
+export const repoRoot = fileURLToPath(new URL('../../../../', import.meta.url));
+
+/** `<STATE_DIR>/devnet.json`, as far as the suites read it. */
+export interface DevnetFile {
+  rpcUrl: string;
+  chainId: number;
+  anvilPid: number;
+  contracts: { jobRegistry: string; workerRegistry: string };
+  models: Array<{ name: string; feeWei: string }>;
+  accounts: Array<{ role: string; address: string }>;
+}
+
+/** `<STATE_DIR>/stack.json`: where everything of a running `npm start` is. */
+export interface StackFile {
+  gatewayUrl: string;
+  rpcUrl: string;
+  chainId: number;
+  contracts: { jobRegistry: string; workerRegistry: string };
+  delegate: string;
+  facilitator: string | null;
+  models: string[];
+  /** Devnet user wallets with their dev keys, funded with ETH and without a delegate yet. */
+  accounts: Array<{ address: string; privateKey: string }>;
+  /** A devnet wallet that has deposited and authorized `delegate` already. */
+  demoWallet: { address: string; privateKey: string } | null;
+}
+
+/** One JSON-RPC call to the devnet; resolves with its `result`. */
+export async function rpc(rpcUrl: string, method: string, params: unknown[]): Promise<unknown> {
+  const response = await fetch(rpcUrl, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+  });
+  return ((await response.json()) as { result?: unknown }).result;
+}
+
+/** One `npm start` process; `stop` sends SIGTERM and resolves with its exit code. */
+export class Stack {
+  private output = '';
+  private constructor(private readonly child: ChildProcess) {
+    child.stdout?.on('data', (chunk: Buffer) => (this.output += chunk.toString()));
+    child.stderr?.on('data', (chunk: Buffer) => (this.output += chunk.toString()));
+  }
+
+  /**
+   * Runs `node scripts/start.mjs ...args` with only PATH, HOME, LOG_LEVEL=info and `env`, and resolves
+   * once it logs `"msg":"all started"` (throws with its output when it exits or takes longer than
+   * `timeoutMs`).
+   */
+  static async start(env: Record<string, string>, args: string[] = [], timeoutMs = 110_000): Promise<Stack> {
+    const stack = new Stack(
+      spawn(process.execPath, ['scripts/start.mjs', ...args], {
+        cwd: repoRoot,
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'info', ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+    );
+    const deadline = Date.now() + timeoutMs;
+    while (!stack.output.includes('"msg":"all started"')) {
+      if (stack.child.exitCode !== null) throw new Error(`npm start exited early:\n${stack.output}`);
+      if (Date.now() > deadline) {
+        stack.kill();
+        throw new Error(`npm start did not start in time:\n${stack.output}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    return stack;
+  }
+
+  /** Everything the process wrote so far, stdout and stderr. */
+  get logs(): string {
+    return this.output;
+  }
+
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  async stop(): Promise<number | null> {
+    if (!this.running) return this.child.exitCode;
+    const exited = new Promise<number | null>((resolve) => this.child.once('exit', (code) => resolve(code)));
+    this.child.kill('SIGTERM');
+    return exited;
+  }
+
+  kill(): void {
+    if (this.running) this.child.kill('SIGKILL');
+  }
+}
+
+/** What `POST /api/auth/verify` answers, and the `message` the wallet signed. */
+export interface SignIn {
+  token: string;
+  expiresAt: string;
+  address: string;
+  message: string;
+}
+
+/**
+ * Signs `wallet` in to the gateway at `base` (`GET /api/auth/challenge`, `personal_sign` of the
+ * message, `POST /api/auth/verify`); throws when either step is not answered 200.
+ */
+export async function signIn(base: string, wallet: Signer): Promise<SignIn> {
+  const address = await wallet.getAddress();
+  const challenge = await fetch(`${base}/api/auth/challenge?address=${address}`);
+  if (challenge.status !== 200)
+    throw new Error(`challenge answered ${challenge.status}: ${await challenge.text()}`);
+  const { message } = (await challenge.json()) as { message: string };
+  const verify = await fetch(`${base}/api/auth/verify`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ message, signature: await wallet.signMessage(message) }),
+  });
+  if (verify.status !== 200) throw new Error(`verify answered ${verify.status}: ${await verify.text()}`);
+  return { ...((await verify.json()) as Omit<SignIn, 'message'>), message };
+}
+
+/** `POST /api/api-keys` with a sign-in token; resolves with the full key (throws unless 201). */
+export async function mintKey(
+  base: string,
+  token: string,
+  body: { name?: string; spendCapWei?: string | null } = {},
+): Promise<string> {
+  const mint = await fetch(`${base}/api/api-keys`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  if (mint.status !== 201) throw new Error(`mint answered ${mint.status}: ${await mint.text()}`);
+  return ((await mint.json()) as { key: string }).key;
+}
