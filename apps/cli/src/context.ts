@@ -1,3 +1,4 @@
+import { Wallet } from 'ethers';
 import { CredentialStore } from './credentials.js';
 import { EXIT, CliError, usageError } from './errors.js';
 import { Output } from './output.js';
@@ -53,14 +54,29 @@ export class CommandContext {
     return rpcUrl;
   }
 
-  /** The current sign-in's token, or a credentials error saying how to get one. */
+  /**
+   * The wallet `SVC_PRIVATE_KEY` names, by address: its sign-in and saved key are the ones used. Unset,
+   * the wallet signed in last is.
+   */
+  get namedWallet(): string | undefined {
+    const key = this.env.SVC_PRIVATE_KEY?.trim();
+    if (!key) return undefined;
+    try {
+      return new Wallet(key.startsWith('0x') ? key : `0x${key}`).address;
+    } catch {
+      throw usageError('SVC_PRIVATE_KEY is not a private key (32 bytes of hex)');
+    }
+  }
+
+  /** The wallet's sign-in token, or a credentials error saying how to get one. */
   signInToken(): { token: string; address: string } {
-    const signIn = this.credentials.signIn(this.baseUrl);
+    const wallet = this.namedWallet;
+    const signIn = this.credentials.signIn(this.baseUrl, wallet);
     if (signIn) return signIn;
-    const lapsed = this.credentials.lastSignIn(this.baseUrl);
+    const lapsed = this.credentials.lastSignIn(this.baseUrl, wallet);
     const message = lapsed
       ? `the sign-in of ${lapsed.address} at ${this.baseUrl} expired at ${lapsed.expiresAt}`
-      : `not signed in at ${this.baseUrl}`;
+      : `${wallet ?? 'no wallet'} is not signed in at ${this.baseUrl}`;
     throw new CliError(message, EXIT.credentials, { code: 'unauthorized', command: 'svc login' });
   }
 }

@@ -17,18 +17,24 @@ export interface SavedKey {
   readonly key: string;
 }
 
-interface CredentialsFile {
+/** What is kept for one server (keyed by base URL): each wallet's sign-in and saved key. */
+interface ServerCredentials {
+  /** The wallet signed in last: the one used when no wallet is named. */
+  current?: string;
   signIns: Record<string, SignIn>;
   keys: Record<string, SavedKey>;
 }
+
+type CredentialsFile = Record<string, ServerCredentials>;
 
 /** A token this close to its expiry is treated as expired: a call made with it could outlive it. */
 const EXPIRY_MARGIN_MS = 30_000;
 
 /**
- * Credentials per server (keyed by base URL) in `<config dir>/credentials.json`: owner-only (0600, in a
- * 0700 directory) because it holds sign-in tokens and saved keys. The config dir is `SVC_CONFIG_DIR`, else
- * the platform's (`$XDG_CONFIG_HOME/svc`, `~/.config/svc`). Written whole, through a rename.
+ * Credentials per server and wallet in `<config dir>/credentials.json`: owner-only (0600, in a 0700
+ * directory) because it holds sign-in tokens and saved keys. The config dir is `SVC_CONFIG_DIR`, else the
+ * platform's (`$XDG_CONFIG_HOME/svc`, `~/.config/svc`). Written whole, through a rename. A wallet is named
+ * by address; none named means the wallet signed in last at that server.
  */
 export class CredentialStore {
   readonly path: string;
@@ -38,58 +44,74 @@ export class CredentialStore {
     this.path = join(dir, 'credentials.json');
   }
 
-  /** The sign-in for `baseUrl` while it is still valid; an expired one is undefined. */
-  signIn(baseUrl: string, now = Date.now()): SignIn | undefined {
-    const signIn = this.read().signIns[baseUrl];
+  /** The wallet's sign-in at `baseUrl` while it is valid; an expired one is undefined. */
+  signIn(baseUrl: string, address?: string, now = Date.now()): SignIn | undefined {
+    const signIn = this.lastSignIn(baseUrl, address);
     return signIn && Date.parse(signIn.expiresAt) - EXPIRY_MARGIN_MS > now ? signIn : undefined;
   }
 
-  /** The sign-in for `baseUrl` even when expired (to say when it lapsed). */
-  lastSignIn(baseUrl: string): SignIn | undefined {
-    return this.read().signIns[baseUrl];
+  /** The wallet's sign-in even when expired (to say when it lapsed). */
+  lastSignIn(baseUrl: string, address?: string): SignIn | undefined {
+    const server = this.read()[baseUrl];
+    const wallet = walletOf(server, address);
+    return wallet ? server?.signIns[wallet] : undefined;
   }
 
+  /** Keeps a sign-in; its wallet becomes the one used when none is named. */
   saveSignIn(baseUrl: string, signIn: SignIn): void {
-    this.update((file) => (file.signIns[baseUrl] = signIn));
+    this.update(baseUrl, (server) => {
+      const wallet = signIn.address.toLowerCase();
+      server.signIns[wallet] = signIn;
+      server.current = wallet;
+    });
   }
 
-  /** Forgets the sign-in and the saved key of `baseUrl`; true when there was something to forget. */
-  forget(baseUrl: string): boolean {
+  /** Forgets the wallet's sign-in and saved key at `baseUrl`; true when there was something to forget. */
+  forget(baseUrl: string, address?: string): boolean {
     let had = false;
-    this.update((file) => {
-      had = baseUrl in file.signIns || baseUrl in file.keys;
-      delete file.signIns[baseUrl];
-      delete file.keys[baseUrl];
+    this.update(baseUrl, (server) => {
+      const wallet = walletOf(server, address);
+      if (!wallet) return;
+      had = wallet in server.signIns || wallet in server.keys;
+      delete server.signIns[wallet];
+      delete server.keys[wallet];
+      if (server.current === wallet) delete server.current;
     });
     return had;
   }
 
-  savedKey(baseUrl: string): SavedKey | undefined {
-    return this.read().keys[baseUrl];
+  savedKey(baseUrl: string, address?: string): SavedKey | undefined {
+    const server = this.read()[baseUrl];
+    const wallet = walletOf(server, address);
+    return wallet ? server?.keys[wallet] : undefined;
   }
 
-  saveKey(baseUrl: string, key: SavedKey): void {
-    this.update((file) => (file.keys[baseUrl] = key));
+  saveKey(baseUrl: string, address: string, key: SavedKey): void {
+    this.update(baseUrl, (server) => (server.keys[address.toLowerCase()] = key));
   }
 
-  /** Drops the saved key of `baseUrl` when it is `id` (revoked or deleted). */
+  /** Drops a saved key that is `id` (revoked or deleted), whichever wallet kept it. */
   dropKey(baseUrl: string, id: string): void {
-    if (this.read().keys[baseUrl]?.id === id) this.update((file) => delete file.keys[baseUrl]);
+    const server = this.read()[baseUrl];
+    if (!server || !Object.values(server.keys).some((key) => key.id === id)) return;
+    this.update(baseUrl, (kept) => {
+      for (const [wallet, key] of Object.entries(kept.keys)) if (key.id === id) delete kept.keys[wallet];
+    });
   }
 
   private read(): CredentialsFile {
     try {
-      const parsed = JSON.parse(readFileSync(this.path, 'utf8')) as Partial<CredentialsFile>;
-      return { signIns: parsed.signIns ?? {}, keys: parsed.keys ?? {} };
+      return JSON.parse(readFileSync(this.path, 'utf8')) as CredentialsFile;
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { signIns: {}, keys: {} };
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return {};
       throw new Error(`cannot read ${this.path}: ${(error as Error).message}`, { cause: error });
     }
   }
 
-  private update(change: (file: CredentialsFile) => void): void {
+  private update(baseUrl: string, change: (server: ServerCredentials) => void): void {
     const file = this.read();
-    change(file);
+    const server = (file[baseUrl] ??= { signIns: {}, keys: {} });
+    change(server);
     const dir = join(this.path, '..');
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     chmodSync(dir, 0o700);
@@ -97,4 +119,9 @@ export class CredentialStore {
     writeFileSync(partial, `${JSON.stringify(file, null, 2)}\n`, { mode: 0o600 });
     renameSync(partial, this.path);
   }
+}
+
+/** The wallet meant: the one named (any case), else the one signed in last. */
+function walletOf(server: ServerCredentials | undefined, address: string | undefined): string | undefined {
+  return address ? address.toLowerCase() : server?.current;
 }

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { JsonRpcProvider, Wallet, type HDNodeWallet } from 'ethers';
@@ -7,7 +8,7 @@ import OpenAI from 'openai';
 import { connectJobRegistry, JobState } from '@svc/contracts';
 import { paymentResponseOf, paymentSignatureForAnswer, prepaidDebitRequirementsOf } from '@svc/x402';
 import { freePort, waitUntil } from '@svc/testkit';
-import { signIn, Stack, type DevnetFile, type StackFile } from './support/stack.js';
+import { repoRoot, signIn, Stack, type DevnetFile, type StackFile } from './support/stack.js';
 
 // The API walked as a user walks it, against one `npm start` (embedded defaults, nothing configured
 // but its port and state directory): a wallet signs in and manages keys, pays through its delegate or
@@ -694,4 +695,196 @@ describe('the API walked by a user: a wallet, the openai client, per-call paymen
     );
     expect(listed.limitHits).toEqual({ ...noHits, rate: 2 });
   }, 60_000);
+});
+
+// ---------------------------------------------------------------------------------------------------
+
+/** What one run of the `svc` command printed, and its exit code. */
+interface SvcRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+describe('the svc command, as the start-up summary tells a newcomer to use it', () => {
+  let configDir: string;
+  let provider: JsonRpcProvider;
+  let registry: ReturnType<typeof connectJobRegistry>;
+
+  /**
+   * Runs the `svc` bin (`npx svc` resolves to it) in its own process with only PATH, HOME, the stack's
+   * STATE_DIR (where it finds stack.json) and `env`; never throws on a non-zero exit.
+   */
+  const svc = (args: string[], env: Record<string, string> = {}): Promise<SvcRun> =>
+    new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, [join(repoRoot, 'apps/cli/bin/svc.js'), ...args], {
+        cwd: repoRoot,
+        env: {
+          PATH: process.env.PATH ?? '',
+          HOME: process.env.HOME ?? '',
+          STATE_DIR: stateDir,
+          SVC_CONFIG_DIR: configDir,
+          ...env,
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      child.on('error', reject);
+      child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+    });
+  const json = <T>(run: SvcRun): T => JSON.parse(run.stdout) as T;
+
+  beforeAll(() => {
+    configDir = mkdtempSync(join(tmpdir(), 'svc-e2e-config-'));
+    provider = new JsonRpcProvider(stackFile.rpcUrl, stackFile.chainId, { staticNetwork: true });
+    registry = connectJobRegistry(stackFile.contracts.jobRegistry, provider);
+  });
+
+  afterAll(() => {
+    provider?.destroy();
+    rmSync(configDir, { recursive: true, force: true });
+  });
+
+  it("runs the summary's three commands with the demo wallet: sign in and mint a saved key, chat, pay per call", async () => {
+    const demo = stackFile.demoWallet!;
+    expect(demo).toBeTruthy();
+    const env = { SVC_PRIVATE_KEY: demo.privateKey };
+
+    const login = await svc(['login'], env);
+    expect(login).toMatchObject({ code: 0, stderr: '' });
+    expect(login.stdout).toContain(`Signed in as ${demo.address}`);
+    // The token is kept owner-only, under the config dir.
+    const credentials = join(configDir, 'credentials.json');
+    expect(statSync(credentials).mode & 0o777).toBe(0o600);
+    expect(statSync(configDir).mode & 0o777).toBe(0o700);
+
+    const created = await svc(['keys', 'create', '--name', 'demo', '--save'], env);
+    expect(created.code).toBe(0);
+    const key = created.stdout.split('\n')[0]!;
+    expect(key).toMatch(/^svc_[0-9A-Za-z]{43}$/);
+    expect(created.stdout).toContain('only time the key is shown');
+
+    const before = await registry.prepaidBalanceOf(demo.address);
+    const chat = await svc(['chat', 'Hello', '--verbose'], env);
+    expect(chat.code).toBe(0);
+    expect(chat.stdout).toMatch(/^You said: Hello \[conversation [0-9a-f]{16}\]\nservice \{/);
+    const service = JSON.parse(chat.stdout.slice(chat.stdout.indexOf('{'))) as ServiceObject;
+    expect(service).toMatchObject({ job_id: expect.any(String), tx_hash: expect.stringMatching(/^0x/) });
+    const job = await registry.getJob(BigInt(service.job_id));
+    expect(job.payer).toBe(demo.address);
+
+    // Pay per call: the call goes without the key, paid from the same prepaid balance.
+    const paid = await svc(['pay', 'Hello', '--yes', '--json'], env);
+    expect(paid.code).toBe(0);
+    const answer = json<{ text: string; service: ServiceObject; payment: Record<string, string> }>(paid);
+    expect(answer.text).toMatch(/^You said: Hello /);
+    expect(answer.payment).toMatchObject({
+      success: true,
+      payer: demo.address,
+      transaction: answer.service.tx_hash,
+    });
+    const paidJob = await registry.getJob(BigInt(answer.service.job_id));
+    expect(paidJob.payer).toBe(demo.address);
+    expect(before - (await registry.prepaidBalanceOf(demo.address))).toBe(
+      job.fee + BigInt(answer.payment.amount!),
+    );
+
+    // Without --yes and no terminal to ask on, nothing is paid.
+    const unconfirmed = await svc(['pay', 'Hello'], env);
+    expect(unconfirmed.code).toBe(2);
+    expect(unconfirmed.stderr).toMatch(/^svc: Pay [0-9]+ wei .* Confirm with --yes/);
+  }, 90_000);
+
+  it('walks a new wallet from a 402 to an answer: authorize as the error says, balance, cap, revoke, delete, exit codes', async () => {
+    const wallet = Wallet.createRandom();
+    const funder = new Wallet(stackFile.accounts[0]!.privateKey, provider);
+    await (await funder.sendTransaction({ to: wallet.address, value: 10n ** 17n })).wait();
+    const env = { SVC_PRIVATE_KEY: wallet.privateKey };
+
+    // Not signed in: exit 3, one line naming the remedy.
+    const early = await svc(['keys', 'list'], env);
+    expect(early).toMatchObject({ code: 3, stdout: '' });
+    expect(early.stderr).toBe(
+      `svc: unauthorized: ${wallet.address} is not signed in at ${base}. Run: svc login\n`,
+    );
+
+    expect((await svc(['login'], env)).code).toBe(0);
+    const minted = json<{ id: string; key: string; spendCapWei: string; saved: boolean }>(
+      await svc(['keys', 'create', '--cap', '0.001ether', '--save', '--json'], env),
+    );
+    expect(minted).toMatchObject({ spendCapWei: '1000000000000000', saved: true });
+
+    // The wallet has no delegate: exit 4, the code, and the command carrying the remedy.
+    const refused = await svc(['chat', 'hi'], env);
+    expect(refused.code).toBe(4);
+    expect(refused.stderr).toMatch(
+      /^svc: delegate_not_authorized: .+ Run: svc authorize [0-9]+ \(or more\)\n$/,
+    );
+    const refusedJson = json<{ error: { code: string; accepts: { scheme: string }[] } }>(
+      await svc(['chat', 'hi', '--json'], env),
+    );
+    expect(refusedJson.error.code).toBe('delegate_not_authorized');
+    expect(refusedJson.error.accepts.map((entry) => entry.scheme)).toEqual(['delegate', 'prepaid-debit']);
+
+    const authorized = await svc(['authorize', '0.01ether', '--json'], env);
+    expect(authorized.code).toBe(0);
+    const receipt = await provider.getTransactionReceipt(
+      json<{ transaction: string }>(authorized).transaction,
+    );
+    expect(receipt?.status).toBe(1);
+    const balance = json<{ prepaidBalanceWei: string; delegateAuthorized: boolean; allowanceWei: string }>(
+      await svc(['balance', '--json'], env),
+    );
+    expect(balance).toMatchObject({
+      prepaidBalanceWei: (10n ** 16n).toString(),
+      delegateAuthorized: true,
+      allowanceWei: (10n ** 16n).toString(),
+    });
+
+    const chat = await svc(
+      ['chat', 'now', 'paid', '--system', 'be brief', '--conversation', 'cli-walk', '--json'],
+      env,
+    );
+    expect(chat.code).toBe(0);
+    expect(json<{ text: string }>(chat).text).toMatch(/^You said: now paid \[conversation /);
+
+    // A cap below what the key spent refuses the next call: exit 4 naming `svc keys cap`.
+    expect((await svc(['keys', 'cap', minted.id, '1'], env)).code).toBe(0);
+    const capped = await svc(['chat', 'over the cap'], env);
+    expect(capped.code).toBe(4);
+    expect(capped.stderr).toMatch(/^svc: spend_cap_exceeded: .+ Run: svc keys cap <id> <amount\|none>\n$/);
+    expect((await svc(['keys', 'cap', minted.id, 'none'], env)).code).toBe(0);
+    expect((await svc(['chat', 'uncapped'], env)).code).toBe(0);
+
+    const listed = json<{ id: string; spendCapWei: string | null; revokedAt: string | null }[]>(
+      await svc(['keys', 'list', '--json'], env),
+    );
+    expect(listed).toEqual([expect.objectContaining({ id: minted.id, spendCapWei: null, revokedAt: null })]);
+
+    // Delete refuses an active key (exit 5); revoke, then the saved key is refused (exit 3), then delete.
+    const active = await svc(['keys', 'delete', minted.id], env);
+    expect(active.code).toBe(5);
+    expect(active.stderr).toMatch(/^svc: api_key_active: .+ Run: svc keys revoke <id>\n$/);
+    expect((await svc(['keys', 'revoke', minted.id], env)).code).toBe(0);
+    const revoked = await svc(['chat', 'after revoke', '--api-key', minted.key], env);
+    expect(revoked.code).toBe(3);
+    expect(revoked.stderr).toMatch(/^svc: invalid_api_key: /);
+    expect((await svc(['keys', 'delete', minted.id], env)).code).toBe(0);
+    expect(json<unknown[]>(await svc(['keys', 'list', '--json'], env))).toEqual([]);
+
+    // deposit() for calls paid per call.
+    const deposited = await svc(['deposit', '1000000000000000', '--json'], env);
+    expect(deposited.code).toBe(0);
+    expect(json<{ prepaidBalanceWei: string }>(deposited).prepaidBalanceWei).toBe(
+      (await registry.prepaidBalanceOf(wallet.address)).toString(),
+    );
+
+    // Usage errors are exit 2; after logout the key routes need a sign-in again.
+    expect((await svc(['deposit', '1.5'], env)).code).toBe(2);
+    expect((await svc(['logout'], env)).code).toBe(0);
+    expect((await svc(['keys', 'list'], env)).code).toBe(3);
+  }, 120_000);
 });

@@ -12,9 +12,12 @@ export interface ChatOptions {
   readonly apiKey?: string;
 }
 
-/** The API key: --api-key, else SVC_API_KEY, else the one `svc keys create --save` kept. */
+/** The API key: --api-key, else SVC_API_KEY, else the one `svc keys create --save` kept for the wallet. */
 function apiKeyOf(context: CommandContext, options: { apiKey?: string }): string {
-  const key = options.apiKey ?? context.env.SVC_API_KEY ?? context.credentials.savedKey(context.baseUrl)?.key;
+  const key =
+    options.apiKey ??
+    context.env.SVC_API_KEY ??
+    context.credentials.savedKey(context.baseUrl, context.namedWallet)?.key;
   if (!key)
     throw new CliError(`no API key for ${context.baseUrl}`, EXIT.credentials, {
       code: 'invalid_api_key',

@@ -12,7 +12,8 @@ export interface ChainOptions extends WalletOptions {
 
 /**
  * `svc balance`: the wallet's prepaid balance on JobRegistry, whether it authorized the service's signer,
- * and the allowance left. The wallet is --address, else the signed-in one, else the wallet given.
+ * and the allowance left. The wallet is --address, else the wallet given (SVC_PRIVATE_KEY, --keystore), else
+ * the one signed in last, else one asked for.
  */
 export async function balance(
   context: CommandContext,
@@ -105,7 +106,8 @@ async function addressOf(
       throw usageError(`"${options.address}" is not an address`);
     }
   }
-  const signedIn = context.credentials.lastSignIn(context.baseUrl);
-  if (signedIn && !context.env.SVC_PRIVATE_KEY && !options.keystore) return signedIn.address;
+  if (options.keystore) return (await loadWallet(options, context.env)).address;
+  const wallet = context.namedWallet ?? context.credentials.lastSignIn(context.baseUrl)?.address;
+  if (wallet) return wallet;
   return (await loadWallet(options, context.env)).address;
 }

@@ -21,12 +21,17 @@ export async function createKey(
   options: { name?: string; cap?: string; save?: boolean },
 ): Promise<void> {
   const spendCapWei = options.cap === undefined ? undefined : capOf(options.cap);
-  const minted = await api(context).createKey({
+  const { token, address } = context.signInToken();
+  const minted = await new ApiClient(context.baseUrl, token).createKey({
     ...(options.name === undefined ? {} : { name: options.name }),
     ...(spendCapWei === undefined ? {} : { spendCapWei }),
   });
   if (options.save)
-    context.credentials.saveKey(context.baseUrl, { id: minted.id, prefix: minted.prefix, key: minted.key });
+    context.credentials.saveKey(context.baseUrl, address, {
+      id: minted.id,
+      prefix: minted.prefix,
+      key: minted.key,
+    });
   context.output.result({ ...minted, saved: Boolean(options.save) }, () =>
     [
       minted.key,

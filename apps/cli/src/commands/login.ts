@@ -23,9 +23,9 @@ export async function login(context: CommandContext, options: WalletOptions): Pr
   }
 }
 
-/** `svc logout`: forgets the token and the saved key of this service. */
+/** `svc logout`: forgets the wallet's token and saved key at this service. */
 export function logout(context: CommandContext): void {
-  const forgot = context.credentials.forget(context.baseUrl);
+  const forgot = context.credentials.forget(context.baseUrl, context.namedWallet);
   context.output.result({ baseUrl: context.baseUrl, forgot }, () =>
     forgot ? `Signed out of ${context.baseUrl}` : `Not signed in at ${context.baseUrl}`,
   );
