@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Wallet } from 'ethers';
 import { isProcessAlive } from '@svc/anvil';
-import { freePort } from '@svc/testkit';
+import { freePort, waitUntil } from '@svc/testkit';
 import { mintKey, rpc, signIn, Stack, type DevnetFile, type StackFile } from './support/stack.js';
 
 // `npm start` as a user runs it: the real start script in its own process, with nothing configured,
@@ -99,6 +99,31 @@ describe('npm start (all-in-one, embedded defaults)', () => {
       expect(new Wallet(account.privateKey).address).toBe(account.address);
   });
 
+  it('prints the start-up summary with the next commands, keeps stdout JSON, and writes the log to STATE_DIR/logs', async () => {
+    const demo = (JSON.parse(readFileSync(join(stateDir, 'stack.json'), 'utf8')) as StackFile).demoWallet!;
+    // Not a terminal: the JSON log lines pass through on stdout; the summary follows on stderr.
+    await waitUntil(
+      () => stack!.logs,
+      (logs) => logs.includes('Ctrl-C stops everything.'),
+      { what: 'the start-up summary' },
+    );
+    expect(stack!.logs).toMatch(/svc is up \(started in [0-9.]+ s\)/);
+    expect(stack!.logs).toContain(`API          ${base}/v1`);
+    expect(stack!.logs).toContain('Models       llama3.2:1b, qwen2.5:0.5b');
+    expect(stack!.logs).toContain(`export SVC_PRIVATE_KEY=${demo.privateKey}`);
+    for (const command of [
+      'npx svc login && npx svc keys create --name demo --save',
+      'npx svc chat "Hello"',
+      'npx svc pay "Hello"',
+    ])
+      expect(stack!.logs).toContain(command);
+    const stdoutLines = stack!.stdout.trimEnd().split('\n');
+    expect(stdoutLines.every((line) => line.startsWith('{'))).toBe(true);
+    const logged = readFileSync(join(stateDir, 'logs', 'server.log'), 'utf8');
+    expect(logged).toContain('"msg":"all started"');
+    expect(logged.trimEnd().split('\n').length).toBeGreaterThanOrEqual(stdoutLines.length);
+  });
+
   it('stops cleanly on SIGTERM, its devnet with it', async () => {
     expect(await stack!.stop()).toBe(0);
     expect(stack!.logs).not.toMatch(/"level":(50|60)/);
@@ -123,6 +148,13 @@ describe('npm start (all-in-one, embedded defaults)', () => {
     expect(stack.logs).toContain('state reset: starting from scratch');
     expect(stack.logs).toContain('"msg":"devnet deployed"');
     expect(await modelsStatus(base, key)).toBe(401);
+    // The reset spares the logs: this run's log is being written, the restart's is kept beside it.
+    expect(readFileSync(join(stateDir, 'logs', 'server.log'), 'utf8')).toContain(
+      'state reset: starting from scratch',
+    );
+    expect(readFileSync(join(stateDir, 'logs', 'server.previous.log'), 'utf8')).toContain(
+      'devnet resumed from its kept state',
+    );
     expect(await stack.stop()).toBe(0);
   }, 120_000);
 });

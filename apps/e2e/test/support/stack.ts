@@ -45,8 +45,12 @@ export async function rpc(rpcUrl: string, method: string, params: unknown[]): Pr
 /** One `npm start` process; `stop` sends SIGTERM and resolves with its exit code. */
 export class Stack {
   private output = '';
+  private stdoutText = '';
   private constructor(private readonly child: ChildProcess) {
-    child.stdout?.on('data', (chunk: Buffer) => (this.output += chunk.toString()));
+    child.stdout?.on('data', (chunk: Buffer) => {
+      this.output += chunk.toString();
+      this.stdoutText += chunk.toString();
+    });
     child.stderr?.on('data', (chunk: Buffer) => (this.output += chunk.toString()));
   }
 
@@ -78,6 +82,11 @@ export class Stack {
   /** Everything the process wrote so far, stdout and stderr. */
   get logs(): string {
     return this.output;
+  }
+
+  /** What it wrote to stdout alone. */
+  get stdout(): string {
+    return this.stdoutText;
   }
 
   get running(): boolean {
