@@ -76,7 +76,7 @@ export class CommandContext {
     const lapsed = this.credentials.lastSignIn(this.baseUrl, wallet);
     const message = lapsed
       ? `the sign-in of ${lapsed.address} at ${this.baseUrl} expired at ${lapsed.expiresAt}`
-      : `${wallet ?? 'no wallet'} is not signed in at ${this.baseUrl}`;
+      : `${wallet ? `${wallet} is ` : ''}not signed in at ${this.baseUrl}`;
     throw new CliError(message, EXIT.credentials, { code: 'unauthorized', command: 'svc login' });
   }
 }

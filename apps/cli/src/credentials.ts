@@ -68,16 +68,16 @@ export class CredentialStore {
 
   /** Forgets the wallet's sign-in and saved key at `baseUrl`; true when there was something to forget. */
   forget(baseUrl: string, address?: string): boolean {
-    let had = false;
+    const kept = this.read()[baseUrl];
+    const wallet = walletOf(kept, address);
+    if (!kept || !wallet || !(wallet in kept.signIns || wallet in kept.keys || kept.current === wallet))
+      return false;
     this.update(baseUrl, (server) => {
-      const wallet = walletOf(server, address);
-      if (!wallet) return;
-      had = wallet in server.signIns || wallet in server.keys;
       delete server.signIns[wallet];
       delete server.keys[wallet];
       if (server.current === wallet) delete server.current;
     });
-    return had;
+    return true;
   }
 
   savedKey(baseUrl: string, address?: string): SavedKey | undefined {
@@ -99,13 +99,23 @@ export class CredentialStore {
     });
   }
 
+  /** The file's servers; an entry of another shape is left out (and dropped at the next write). */
   private read(): CredentialsFile {
+    let parsed: unknown;
     try {
-      return JSON.parse(readFileSync(this.path, 'utf8')) as CredentialsFile;
+      parsed = JSON.parse(readFileSync(this.path, 'utf8'));
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return {};
       throw new Error(`cannot read ${this.path}: ${(error as Error).message}`, { cause: error });
     }
+    if (!isObject(parsed))
+      throw new Error(`cannot read ${this.path}: not a JSON object; remove it and sign in again`);
+    return Object.fromEntries(
+      Object.entries(parsed).filter(
+        (entry): entry is [string, ServerCredentials] =>
+          isObject(entry[1]) && isObject(entry[1].signIns) && isObject(entry[1].keys),
+      ),
+    );
   }
 
   private update(baseUrl: string, change: (server: ServerCredentials) => void): void {
@@ -124,4 +134,8 @@ export class CredentialStore {
 /** The wallet meant: the one named (any case), else the one signed in last. */
 function walletOf(server: ServerCredentials | undefined, address: string | undefined): string | undefined {
   return address ? address.toLowerCase() : server?.current;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

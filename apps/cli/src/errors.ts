@@ -72,7 +72,8 @@ export function apiError(status: number, body: unknown, retryAfter?: string | nu
       if (typeof body.message === 'string') message = body.message;
     }
   }
-  if (retryAfter) fields = { ...fields, retry_after: Number(retryAfter) };
+  // Seconds, as the service sends it (an HTTP date is left out rather than misread).
+  if (retryAfter && /^[0-9]+$/.test(retryAfter)) fields = { ...fields, retry_after: Number(retryAfter) };
   const remedy =
     remedyOf(code, fields) ??
     (status >= 500

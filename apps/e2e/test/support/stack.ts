@@ -89,6 +89,11 @@ export class Stack {
     return this.stdoutText;
   }
 
+  /** The process id of `scripts/start.mjs` (the launcher). */
+  get pid(): number {
+    return this.child.pid!;
+  }
+
   get running(): boolean {
     return this.child.exitCode === null && this.child.signalCode === null;
   }
