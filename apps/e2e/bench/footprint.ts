@@ -3,8 +3,8 @@
 //
 //   npm run bench -w @svc/e2e [-- --streams 20 --capacity 10]
 //
-// `--capacity` is the reference workers' CAPACITY (jobs at once; 4 by default, so two workers run 8):
-// with fewer slots than streams the extra jobs are failed by the worker and retried elsewhere, which is
+// `--capacity` sets the reference workers' CAPACITY (jobs at once; `npm start` gives each 16): with
+// fewer slots than streams the extra jobs are failed by the worker and retried elsewhere, which is
 // measured too (answered, and the status of the rest).
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,7 +17,7 @@ import { freePort } from '@svc/testkit/ports';
 import { mintKey, signIn, Stack, type DevnetFile, type StackFile } from '../test/support/stack.js';
 
 const { values } = parseArgs({
-  options: { streams: { type: 'string', default: '20' }, capacity: { type: 'string', default: '10' } },
+  options: { streams: { type: 'string', default: '20' }, capacity: { type: 'string' } },
 });
 const streams = Number(values.streams);
 const KEY_CONCURRENCY = 4; // V1_KEY_CONCURRENCY_LIMIT's default: one key per 4 streams.
@@ -30,7 +30,9 @@ const env = {
   STATE_DIR: stateDir,
   DEVNET_PORT: '0',
   DEVNET_FILE: join(stateDir, 'devnet.json'),
-  CAPACITY: values.capacity,
+  ...(values.capacity ? { CAPACITY: values.capacity } : {}),
+  // The embedded PostgreSQL (PGlite) is most of the server's memory; DATABASE_URL compares without it.
+  ...(process.env.DATABASE_URL ? { DATABASE_URL: process.env.DATABASE_URL } : {}),
 };
 
 /** Resident set size of a process, in MiB, from /proc. */
@@ -104,7 +106,9 @@ try {
   const statuses = results.map((result) => result.status).sort();
   const median = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
 
-  console.log(`npm start, ${streams} concurrent streams, worker CAPACITY ${values.capacity} (2 workers)`);
+  console.log(
+    `npm start, ${streams} concurrent streams, worker CAPACITY ${values.capacity ?? 'as npm start sets it'} (2 workers), database: ${env.DATABASE_URL ? 'DATABASE_URL' : 'embedded PGlite'}`,
+  );
   console.log(`start-up (fresh devnet, to "all started"):  ${(freshStartMs / 1000).toFixed(1)} s`);
   console.log('resident memory (MiB):      idle     under streams (peak)');
   for (const name of Object.keys(pids))

@@ -47,7 +47,9 @@ export const allInOne: Target = {
         HEALTH_HOST: '127.0.0.1',
         HEALTH_PORT: '0',
       },
-      defaults: { KEYSTORE_PASSWORD: DEVNET_WORKER_PASSWORD, DETERMINISTIC_MODELS: models },
+      // The built-in model costs next to nothing per job: each worker runs as many jobs as it holds
+      // sessions, so two workers serve 32 streams at once. A real model server sets its own CAPACITY.
+      defaults: { KEYSTORE_PASSWORD: DEVNET_WORKER_PASSWORD, DETERMINISTIC_MODELS: models, CAPACITY: '16' },
     }));
     return [
       { module: keyServiceModule },
