@@ -6,7 +6,7 @@ import { CommandContext } from '../src/context.js';
 import { CredentialStore } from '../src/credentials.js';
 import { CliError, EXIT } from '../src/errors.js';
 import { runCli } from '../src/program.js';
-import { freePort } from './support/free-port.js';
+import { freePort } from '@svc/testkit';
 
 // anvil's first two dev accounts: public key pairs.
 const DEV_KEY = '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80';
