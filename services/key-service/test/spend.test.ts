@@ -5,12 +5,13 @@ import { durationFromMs } from '@bufbuild/protobuf/wkt';
 import {
   JobLifecycleEventSchema,
   JobLifecycleKind,
+  PaymentPath,
 } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
 import { LimitKind } from '@svc/proto/gen/svc/key/v1/api_key_pb';
 import { SpendReservationState } from '@svc/proto/gen/svc/key/v1/spend_reservation_pb';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { EmbeddedEventBus, type EventBus, jobLifecycleTopic } from '@svc/platform';
+import { createLogger, EmbeddedEventBus, type EventBus, jobLifecycleTopic } from '@svc/platform';
 import { applyMigrations } from '../src/db/migrate.js';
 import { lifecycleSettlementHandler } from '../src/spend/lifecycle-settlement.js';
 import { generateSigningKey, TokenKeyRing } from '../src/signin/token-key-ring.js';
@@ -350,7 +351,14 @@ describe('job lifecycle events', () => {
   });
 
   it('ignores other kinds and reservations it does not hold, and acknowledges a fee above the hold', async () => {
-    const handle = lifecycleSettlementHandler(replica.service.domain.ledger, silentLogger);
+    const warnings: string[] = [];
+    const logger = createLogger({
+      service: 'key-service',
+      destination: {
+        write: (line: string) => void warnings.push(...(line.includes('"level":"warn"') ? [line] : [])),
+      },
+    });
+    const handle = lifecycleSettlementHandler(replica.service.domain.ledger, logger);
     const { keyId } = await mintKey(10n * FEE);
     const reservationId = await reservedId(keyId);
     for (const kind of [JobLifecycleKind.REQUESTED, JobLifecycleKind.SUBMITTED, JobLifecycleKind.COMPLETED]) {
@@ -358,6 +366,12 @@ describe('job lifecycle events', () => {
     }
     await handle(lifecycleReceived(JobLifecycleKind.ANSWERED, randomUUID(), FEE));
     await handle(lifecycleReceived(JobLifecycleKind.ANSWERED, 'x402-payment-reservation', FEE));
+    expect(warnings).toHaveLength(2); // unknown reservations: worth a warning
+    // A call paid per call with no key is keyed by the settler's reservation: not ours, not a warning.
+    const perCall = lifecycleReceived(JobLifecycleKind.ANSWERED, randomUUID(), FEE);
+    perCall.message.paymentPath = PaymentPath.PREPAID_DEBIT;
+    await handle(perCall);
+    expect(warnings).toHaveLength(2);
     // A fee above the hold cannot be committed; retrying would never help, so the event is acknowledged.
     await expect(
       handle(lifecycleReceived(JobLifecycleKind.ANSWERED, reservationId, FEE + 1n)),

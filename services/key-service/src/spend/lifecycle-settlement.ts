@@ -1,6 +1,7 @@
 import { isAppError, type Logger, type ReceivedEvent } from '@svc/platform';
 import {
   JobLifecycleKind,
+  PaymentPath,
   type JobLifecycleEvent,
 } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
 import { parseWei } from '../money/wei.js';
@@ -33,8 +34,9 @@ const LIVE_JOB_KINDS = new Set([
  */
 export function lifecycleSettlementHandler(ledger: SpendLedger, logger: Logger) {
   return async (event: ReceivedEvent<JobLifecycleEvent>): Promise<void> => {
-    const { kind, reservationId, feeWei } = event.message;
-    if (!reservationId) return;
+    const { kind, reservationId, feeWei, paymentPath, keyId } = event.message;
+    // A call paid per call without a key is keyed by the payment-settler's reservation, not one of ours.
+    if (!reservationId || (paymentPath === PaymentPath.PREPAID_DEBIT && !keyId)) return;
     if (LIVE_JOB_KINDS.has(kind)) {
       await ledger.extend(reservationId);
       return;
