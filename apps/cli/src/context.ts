@@ -3,6 +3,7 @@ import { CredentialStore } from './credentials.js';
 import { EXIT, CliError, usageError } from './errors.js';
 import { Output } from './output.js';
 import { readLocalStack, type LocalStack } from './stack-file.js';
+import type { WalletSource } from './wallet.js';
 
 /** The options every command takes. */
 export interface GlobalOptions {
@@ -52,6 +53,11 @@ export class CommandContext {
     const rpcUrl = this.options.rpcUrl ?? this.env.SVC_RPC_URL ?? this.stack?.rpcUrl;
     if (!rpcUrl) throw usageError('no chain to read: pass --rpc-url or set SVC_RPC_URL');
     return rpcUrl;
+  }
+
+  /** Where commands take the wallet from: prompts only at a terminal and never with --json. */
+  get walletSource(): WalletSource {
+    return { env: this.env, canPrompt: !this.output.json && Boolean(process.stdin.isTTY) };
   }
 
   /**

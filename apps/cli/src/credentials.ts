@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import envPaths from 'env-paths';
 
@@ -123,8 +123,8 @@ export class CredentialStore {
     const server = (file[baseUrl] ??= { signIns: {}, keys: {} });
     change(server);
     const dir = join(this.path, '..');
+    // A directory made here is the owner's only; one that exists is left as its owner set it.
     mkdirSync(dir, { recursive: true, mode: 0o700 });
-    chmodSync(dir, 0o700);
     const partial = `${this.path}.${process.pid}.tmp`;
     writeFileSync(partial, `${JSON.stringify(file, null, 2)}\n`, { mode: 0o600 });
     renameSync(partial, this.path);

@@ -26,7 +26,11 @@ SVC_JOB_REGISTRY, SVC_DELEGATE, SVC_CONFIG_DIR. Without a base URL, svc talks to
  * The `svc` command line. `run` resolves with the exit code; nothing here calls process.exit, so the
  * program can be driven in-process.
  */
-export function buildProgram(env: NodeJS.ProcessEnv = process.env): {
+export function buildProgram(
+  env: NodeJS.ProcessEnv = process.env,
+  /** Whether --json was asked for: commander's own usage errors then come as a JSON document too. */
+  json = false,
+): {
   program: Command;
   exitCode: () => ExitCode;
 } {
@@ -40,9 +44,15 @@ export function buildProgram(env: NodeJS.ProcessEnv = process.env): {
     )
     .option('--json', 'print one JSON document (results and errors) for scripts')
     .addHelpText('after', EXIT_CODES_HELP)
-    .showHelpAfterError('(svc --help lists the commands)')
+    .showHelpAfterError(json ? false : '(svc --help lists the commands)')
     .exitOverride()
-    .configureOutput({ outputError: (text, write) => write(`svc: ${text.replace(/^error: /, '')}`) });
+    .configureOutput({
+      outputError: (text, write) => {
+        const message = text.replace(/^error: /, '').trim();
+        if (json) new Output(true).error(new CliError(message, EXIT.usage, { code: 'usage' }));
+        else write(`svc: ${message}\n`);
+      },
+    });
 
   /** Runs a command's action with its context; a failure is printed once and becomes the exit code. */
   const action =
@@ -176,7 +186,7 @@ export async function runCli(
   argv: readonly string[],
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<ExitCode> {
-  const { program, exitCode } = buildProgram(env);
+  const { program, exitCode } = buildProgram(env, argv.includes('--json'));
   try {
     await program.parseAsync([...argv], { from: 'user' });
   } catch (error) {

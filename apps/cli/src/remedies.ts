@@ -1,3 +1,10 @@
+// Remedies docs/api.md gives several codes.
+const REBUILD_PAYMENT = "Rebuild the payment from the answer's PAYMENT-REQUIRED.";
+const COPY_FROM_ENTRY = 'Copy both from the entry (extra.facilitatorAddress, payTo).';
+const SEND_SAME_PAYMENT =
+  'Send the same PAYMENT-SIGNATURE again; a payment that did settle is refused as used, so it is never charged twice.';
+const WAIT_RETRY_AFTER = 'Wait retry-after seconds.';
+
 /**
  * What to do about each error code the API answers: the remedy docs/api.md gives (its error tables,
  * checked by test/remedies.test.ts), then the `svc` command that carries it out where there is one.
@@ -5,14 +12,14 @@
 export const REMEDIES: Readonly<Record<string, { readonly remedy: string; readonly command?: string }>> = {
   // /v1
   context_length_exceeded: { remedy: 'Shorten them.' },
-  invalid_payload: { remedy: "Rebuild the payment from the answer's PAYMENT-REQUIRED.", command: 'svc pay' },
+  invalid_payload: { remedy: REBUILD_PAYMENT, command: 'svc pay' },
   invalid_x402_version: {
-    remedy: "Rebuild the payment from the answer's PAYMENT-REQUIRED.",
+    remedy: REBUILD_PAYMENT,
     command: 'svc pay',
   },
-  invalid_network: { remedy: "Rebuild the payment from the answer's PAYMENT-REQUIRED.", command: 'svc pay' },
+  invalid_network: { remedy: REBUILD_PAYMENT, command: 'svc pay' },
   invalid_payment_requirements: {
-    remedy: "Rebuild the payment from the answer's PAYMENT-REQUIRED.",
+    remedy: REBUILD_PAYMENT,
     command: 'svc pay',
   },
   unsupported_scheme: { remedy: 'Send the call without the header, with an API key.', command: 'svc chat' },
@@ -58,11 +65,11 @@ export const REMEDIES: Readonly<Record<string, { readonly remedy: string; readon
     command: 'svc pay',
   },
   invalid_prepaid_debit_payload_facilitator_mismatch: {
-    remedy: 'Copy both from the entry (extra.facilitatorAddress, payTo).',
+    remedy: COPY_FROM_ENTRY,
     command: 'svc pay',
   },
   invalid_prepaid_debit_payload_recipient_mismatch: {
-    remedy: 'Copy both from the entry (extra.facilitatorAddress, payTo).',
+    remedy: COPY_FROM_ENTRY,
     command: 'svc pay',
   },
   invalid_prepaid_debit_facilitator_not_authorized: {
@@ -71,17 +78,15 @@ export const REMEDIES: Readonly<Record<string, { readonly remedy: string; readon
   },
   invalid_transaction_state: { remedy: 'Retry shortly.' },
   model_not_found: { remedy: 'Pick an id from GET /v1/models, verbatim.', command: 'svc models' },
-  rate_limit_exceeded: { remedy: 'Wait retry-after seconds.' },
+  rate_limit_exceeded: { remedy: WAIT_RETRY_AFTER },
   concurrency_limit_exceeded: { remedy: 'Wait retry-after seconds, or run fewer calls at once.' },
-  session_open_limit_exceeded: { remedy: 'Wait retry-after seconds.' },
+  session_open_limit_exceeded: { remedy: WAIT_RETRY_AFTER },
   job_failed: { remedy: 'Retry.' },
   unexpected_verify_error: {
-    remedy:
-      'Send the same PAYMENT-SIGNATURE again; a payment that did settle is refused as used, so it is never charged twice.',
+    remedy: SEND_SAME_PAYMENT,
   },
   unexpected_settle_error: {
-    remedy:
-      'Send the same PAYMENT-SIGNATURE again; a payment that did settle is refused as used, so it is never charged twice.',
+    remedy: SEND_SAME_PAYMENT,
   },
   no_worker_available: { remedy: 'Retry shortly.' },
   blob_fee_too_high: { remedy: 'Retry later.' },
@@ -107,6 +112,13 @@ export function remedyOf(
   fields: Readonly<Record<string, unknown>> = {},
 ): { remedy: string; command?: string } | undefined {
   const entry = code ? REMEDIES[code] : undefined;
+  const retryAfter = fields.retry_after;
+  // The wait the answer named, in place of the generic words.
+  if (entry?.remedy.includes('retry-after seconds') && typeof retryAfter === 'number')
+    return {
+      ...entry,
+      remedy: entry.remedy.replace('retry-after seconds', `${retryAfter} seconds (retry-after)`),
+    };
   if (!entry?.command) return entry;
   const minimum = (fields.accepts as { instruction?: { minimum_value_wei?: string } }[] | undefined)?.[0]
     ?.instruction?.minimum_value_wei;

@@ -1,17 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { StackFile } from '@svc/server/stack-file-format';
 
-/** What `npm start` writes to `<STATE_DIR>/stack.json` (apps/server/src/stack-file.ts), as `svc` reads it. */
-export interface LocalStack {
-  readonly gatewayUrl: string;
-  readonly rpcUrl: string;
-  readonly chainId: number;
-  readonly contracts: { readonly jobRegistry: string; readonly workerRegistry: string };
-  readonly delegate: string | null;
-  readonly facilitator: string | null;
-  readonly models: readonly string[];
-}
+/** What `npm start` writes to `<STATE_DIR>/stack.json`, as far as `svc` reads it. */
+export type LocalStack = Omit<StackFile, 'accounts' | 'demoWallet'>;
 
 // The repository's own state directory, as the runner defaults it: `svc` lives in the same checkout.
 const REPO_STATE_DIR = fileURLToPath(new URL('../../../.dev', import.meta.url));

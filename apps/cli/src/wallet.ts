@@ -8,22 +8,29 @@ export interface WalletOptions {
   readonly keystore?: string;
 }
 
-/**
- * The wallet a command signs with: `SVC_PRIVATE_KEY`, else `--keystore <file>` opened with
- * `SVC_KEYSTORE_PASSWORD` or a password prompt, else a prompt for the private key. A prompt needs a
- * terminal; a script sets the variables instead. The key is never written anywhere.
- */
-export async function loadWallet(
-  options: WalletOptions,
-  env: NodeJS.ProcessEnv,
-  provider?: Provider,
-): Promise<Wallet> {
-  const wallet = await openWallet(options, env);
-  return provider ? wallet.connect(provider) : wallet;
+export interface WalletSource {
+  readonly env: NodeJS.ProcessEnv;
+  /** Whether a prompt may ask (a terminal, and no --json); otherwise a missing secret is a usage error. */
+  readonly canPrompt: boolean;
+  readonly provider?: Provider;
 }
 
-async function openWallet(options: WalletOptions, env: NodeJS.ProcessEnv): Promise<Wallet> {
-  if (env.SVC_PRIVATE_KEY) return walletOfKey(env.SVC_PRIVATE_KEY, 'SVC_PRIVATE_KEY');
+/**
+ * The wallet a command signs with: `--keystore <file>` (the flag wins) opened with
+ * `SVC_KEYSTORE_PASSWORD` or a password prompt, else `SVC_PRIVATE_KEY`, else a prompt for the private
+ * key. A script sets the variables instead of answering prompts. The key is never written anywhere.
+ */
+export async function loadWallet(options: WalletOptions, source: WalletSource): Promise<Wallet> {
+  const wallet = await openWallet(options, source);
+  return source.provider ? wallet.connect(source.provider) : wallet;
+}
+
+async function openWallet(options: WalletOptions, { env, canPrompt }: WalletSource): Promise<Wallet> {
+  const ask = async (message: string, instead: string) => {
+    if (!canPrompt || !process.stdin.isTTY)
+      throw usageError(`no wallet given and nothing to ask on (no terminal, or --json): ${instead}`);
+    return password({ message, mask: '*' }, { output: process.stderr });
+  };
   if (options.keystore) {
     let json: string;
     try {
@@ -47,6 +54,7 @@ async function openWallet(options: WalletOptions, env: NodeJS.ProcessEnv): Promi
       );
     }
   }
+  if (env.SVC_PRIVATE_KEY) return walletOfKey(env.SVC_PRIVATE_KEY, 'SVC_PRIVATE_KEY');
   return walletOfKey(
     await ask('Private key of the wallet (0x…)', 'set SVC_PRIVATE_KEY or pass --keystore'),
     'the key',
@@ -60,9 +68,4 @@ function walletOfKey(key: string, source: string): Wallet {
   } catch {
     throw usageError(`${source} is not a private key (32 bytes of hex)`);
   }
-}
-
-async function ask(message: string, instead: string): Promise<string> {
-  if (!process.stdin.isTTY) throw usageError(`no wallet given and no terminal to ask on: ${instead}`);
-  return password({ message, mask: '*' }, { output: process.stderr });
 }

@@ -73,7 +73,7 @@ describe('apiError', () => {
     const error = apiError(429, { error: 'rate_limit_exceeded', message: 'slow down' }, '7');
     expect(error.exitCode).toBe(EXIT.refused);
     expect(error.details.fields).toEqual({ retry_after: 7 });
-    expect(error.details.remedy).toBe('Wait retry-after seconds.');
+    expect(error.details.remedy).toBe('Wait 7 seconds (retry-after).');
     expect(apiError(429, { error: 'rate_limit_exceeded' }, null).details.fields).toEqual({});
   });
 

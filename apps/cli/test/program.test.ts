@@ -89,6 +89,14 @@ describe('runCli: usage', () => {
     expect(stderr).toContain("missing required argument 'amount'");
   });
 
+  it('with --json reports a usage error of the command line itself as one JSON document on stdout', async () => {
+    expect(await runCli(['--json', 'keys', 'cap', 'only-an-id'], envWith())).toBe(EXIT.usage);
+    expect(stderr).toBe('');
+    expect(JSON.parse(stdout)).toEqual({
+      error: { message: "missing required argument 'amount'", code: 'usage' },
+    });
+  });
+
   it('answers 0 to --help, with the exit codes', async () => {
     expect(await runCli(['--help'], envWith())).toBe(EXIT.ok);
     expect(stdout).toContain('Exit codes:');

@@ -6,8 +6,11 @@ import { encryptKeystoreJsonSync, Wallet } from 'ethers';
 import { CliError, EXIT } from '../src/errors.js';
 import { loadWallet } from '../src/wallet.js';
 
-// The wallet sources in their order: SVC_PRIVATE_KEY, then --keystore with SVC_KEYSTORE_PASSWORD. With
-// neither and no terminal (as under jest) there is nothing to prompt on: a usage error, not a hang.
+// The wallet sources in their order: --keystore (with SVC_KEYSTORE_PASSWORD), then SVC_PRIVATE_KEY. With
+// neither and prompts not allowed (no terminal, or --json) nothing is asked: a usage error, not a hang.
+/** The environment given, with prompts ruled out even when the test runs at a terminal. */
+const source = (env: NodeJS.ProcessEnv) => ({ env, canPrompt: false });
+
 describe('loadWallet', () => {
   const wallet = Wallet.createRandom();
   let dir: string;
@@ -27,24 +30,30 @@ describe('loadWallet', () => {
 
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('takes SVC_PRIVATE_KEY first, with or without 0x, over a keystore', async () => {
-    const fromKey = await loadWallet({ keystore }, { SVC_PRIVATE_KEY: wallet.privateKey.slice(2) });
+  it('takes SVC_PRIVATE_KEY, with or without 0x; an explicit --keystore wins over it', async () => {
+    const fromKey = await loadWallet({}, source({ SVC_PRIVATE_KEY: wallet.privateKey.slice(2) }));
     expect(fromKey.address).toBe(wallet.address);
+    const other = Wallet.createRandom();
+    const fromFlag = await loadWallet(
+      { keystore },
+      source({ SVC_PRIVATE_KEY: other.privateKey, SVC_KEYSTORE_PASSWORD: 'correct horse' }),
+    );
+    expect(fromFlag.address).toBe(wallet.address);
   });
 
   it('opens an encrypted JSON keystore with SVC_KEYSTORE_PASSWORD', async () => {
-    const opened = await loadWallet({ keystore }, { SVC_KEYSTORE_PASSWORD: 'correct horse' });
+    const opened = await loadWallet({ keystore }, source({ SVC_KEYSTORE_PASSWORD: 'correct horse' }));
     expect(opened.address).toBe(wallet.address);
     expect(opened.privateKey).toBe(wallet.privateKey);
   });
 
   it('refuses a wrong password, an unreadable file and a malformed key as usage errors (exit 2)', async () => {
     const refusals = await Promise.all([
-      loadWallet({ keystore }, { SVC_KEYSTORE_PASSWORD: 'wrong' }).catch((error: unknown) => error),
-      loadWallet({ keystore: join(dir, 'missing.json') }, { SVC_KEYSTORE_PASSWORD: 'x' }).catch(
+      loadWallet({ keystore }, source({ SVC_KEYSTORE_PASSWORD: 'wrong' })).catch((error: unknown) => error),
+      loadWallet({ keystore: join(dir, 'missing.json') }, source({ SVC_KEYSTORE_PASSWORD: 'x' })).catch(
         (error: unknown) => error,
       ),
-      loadWallet({}, { SVC_PRIVATE_KEY: '0x1234' }).catch((error: unknown) => error),
+      loadWallet({}, source({ SVC_PRIVATE_KEY: '0x1234' })).catch((error: unknown) => error),
     ]);
     for (const refusal of refusals) {
       expect(refusal).toBeInstanceOf(CliError);
@@ -55,12 +64,12 @@ describe('loadWallet', () => {
   });
 
   it('does not wait for a prompt when there is no terminal to ask on', async () => {
-    const refusal = await loadWallet({}, {}).catch((error: unknown) => error);
+    const refusal = await loadWallet({}, source({})).catch((error: unknown) => error);
     expect(refusal).toBeInstanceOf(CliError);
     expect((refusal as CliError).message).toMatch(
-      /no terminal to ask on: set SVC_PRIVATE_KEY or pass --keystore/,
+      /nothing to ask on \(no terminal, or --json\): set SVC_PRIVATE_KEY or pass --keystore/,
     );
-    const noPassword = await loadWallet({ keystore }, {}).catch((error: unknown) => error);
+    const noPassword = await loadWallet({ keystore }, source({})).catch((error: unknown) => error);
     expect((noPassword as CliError).message).toMatch(/set SVC_KEYSTORE_PASSWORD/);
   });
 });

@@ -165,7 +165,7 @@ describe('the API walked by a user: a wallet, the openai client, per-call paymen
   };
   const balances = async (address: string) => ({
     prepaid: await registry.prepaidBalanceOf(address),
-    allowance: await registry.delegateAllowance(address, stackFile.delegate),
+    allowance: await registry.delegateAllowance(address, stackFile.delegate!),
   });
 
   beforeAll(async () => {

@@ -89,9 +89,15 @@ function stackFile(overrides: Partial<StackFile> = {}): StackFile {
   };
 }
 
+const CLI = '/home/dev/svc/node_modules/.bin/svc';
+
 describe('startUpSummary', () => {
   it('says where the API is, the models, the chain, the logs and the start-up time', () => {
-    const summary = startUpSummary(stackFile(), { seconds: 12.345, logFile: '/state/logs/server.log' });
+    const summary = startUpSummary(stackFile(), {
+      seconds: 12.345,
+      logFile: '/state/logs/server.log',
+      cli: CLI,
+    });
     expect(summary).toContain('started in 12.3 s');
     expect(summary).toContain('http://127.0.0.1:8080/v1');
     expect(summary).toContain('http://127.0.0.1:8080/api');
@@ -103,28 +109,32 @@ describe('startUpSummary', () => {
     expect(summary).toContain('Ctrl-C stops everything.');
   });
 
-  it('shows the demo wallet, its dev key and the three npx svc commands', () => {
-    const summary = startUpSummary(stackFile(), { seconds: 1, logFile: null });
+  it('shows the demo wallet, its dev key and the three svc commands, svc named by its path', () => {
+    const summary = startUpSummary(stackFile(), { seconds: 1, logFile: null, cli: CLI });
     expect(summary).toContain(DEMO_ADDRESS);
     expect(summary).toContain(`export SVC_PRIVATE_KEY=${DEMO_KEY}`);
     expect(summary).toMatch(/never use it on a real chain/);
     const commands = summary
       .split('\n')
       .map((line) => line.trim())
-      .filter((line) => line.startsWith('npx svc'))
+      .filter((line) => /^svc (login|chat|pay) /.test(line))
       .map((line) => line.replace(/\s+#.*$/, ''));
     expect(commands).toEqual([
-      'npx svc login && npx svc keys create --name demo --save',
-      'npx svc chat "Hello"',
-      'npx svc pay "Hello"',
+      'svc login && svc keys create --name demo --save',
+      'svc chat "Hello"',
+      'svc pay "Hello"',
     ]);
-    expect(summary.indexOf('export SVC_PRIVATE_KEY')).toBeLessThan(summary.indexOf('npx svc login'));
+    // By path, not `npx svc`: from another directory npx would fetch an unrelated package named svc.
+    expect(summary).toContain(`  alias svc=${CLI}\n`);
+    expect(summary.indexOf('alias svc=')).toBeLessThan(summary.indexOf('svc login'));
+    expect(summary.indexOf('export SVC_PRIVATE_KEY')).toBeLessThan(summary.indexOf('svc login'));
   });
 
   it('omits the wallet lines and the commands without a demo wallet, and the logs without a file', () => {
     const summary = startUpSummary(stackFile({ demoWallet: null, models: [] }), {
       seconds: 2,
       logFile: null,
+      cli: CLI,
     });
     expect(summary).toContain('http://127.0.0.1:8080/v1');
     expect(summary).toContain('(none yet)');

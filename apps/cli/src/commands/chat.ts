@@ -32,7 +32,8 @@ export async function messageOf(words: readonly string[]): Promise<string> {
   if (words.length > 0) return words.join(' ');
   if (process.stdin.isTTY) throw usageError('nothing to send: give a message, or pipe one in');
   let text = '';
-  for await (const chunk of process.stdin) text += String(chunk);
+  process.stdin.setEncoding('utf8'); // whole characters, even across chunk boundaries
+  for await (const chunk of process.stdin) text += chunk as string;
   if (!text.trim()) throw usageError('nothing to send: the input was empty');
   return text;
 }

@@ -64,7 +64,7 @@ async function fund(
   if (value === 0n) throw usageError('the amount must be above zero (JobRegistry refuses an empty deposit)');
   const chain = await connectChainTarget(context, options);
   try {
-    const wallet = await loadWallet(options, context.env, chain.provider);
+    const wallet = await loadWallet(options, { ...context.walletSource, provider: chain.provider });
     const data =
       method === 'deposit'
         ? chain.registry.interface.encodeFunctionData('deposit')
@@ -106,8 +106,8 @@ async function addressOf(
       throw usageError(`"${options.address}" is not an address`);
     }
   }
-  if (options.keystore) return (await loadWallet(options, context.env)).address;
+  if (options.keystore) return (await loadWallet(options, context.walletSource)).address;
   const wallet = context.namedWallet ?? context.credentials.lastSignIn(context.baseUrl)?.address;
   if (wallet) return wallet;
-  return (await loadWallet(options, context.env)).address;
+  return (await loadWallet(options, context.walletSource)).address;
 }

@@ -50,7 +50,7 @@ export async function pay(
     ...(options.conversation ? { conversationId: options.conversation } : {}),
   };
   const requirements = await priceOf(context, request);
-  const wallet = await loadWallet(options, context.env);
+  const wallet = await loadWallet(options, context.walletSource);
   await confirmPayment(context, options, wallet.address, model, requirements);
   const paymentSignature = await paymentSignatureFor(wallet, requirements);
 
@@ -64,6 +64,13 @@ export async function pay(
       );
     } catch (error) {
       const code = error instanceof CliError ? error.details.code : undefined;
+      if (attempt > 0 && code === 'invalid_prepaid_debit_payload_nonce_used')
+        // An earlier attempt of this very payment settled (or is settling): paying anew could pay twice.
+        throw new CliError(
+          'the payment was refused as used after its outcome was unknown: an earlier attempt may have been charged',
+          EXIT.paymentNeeded,
+          { code, remedy: 'Check the prepaid balance before paying again', command: 'svc balance' },
+        );
       if (attempt >= RESENDS || !code || !RESEND_SAME_PAYMENT.has(code)) throw error;
       context.output.note(`The payment's outcome is unknown (${code}); sending the same payment again.`);
       await new Promise((resolve) => setTimeout(resolve, 1000));
@@ -110,7 +117,7 @@ async function confirmPayment(
   const summary = `Pay ${formatAmount(requirements.amount)} from the prepaid balance of ${payer} to ${requirements.payTo} for one ${model} call?`;
   if (options.yes) return;
   if (!process.stdin.isTTY || context.output.json)
-    throw usageError(`${summary} Confirm with --yes (no terminal to ask on)`);
+    throw usageError(`${summary} Confirm with --yes (nothing to ask on: no terminal, or --json)`);
   const accepted = await confirm({ message: summary, default: false }, { output: process.stderr });
   if (!accepted) throw new CliError('payment declined', EXIT.declined);
 }

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { Signer } from 'ethers';
 
@@ -17,20 +17,7 @@ export interface DevnetFile {
   accounts: Array<{ role: string; address: string }>;
 }
 
-/** `<STATE_DIR>/stack.json`: where everything of a running `npm start` is. */
-export interface StackFile {
-  gatewayUrl: string;
-  rpcUrl: string;
-  chainId: number;
-  contracts: { jobRegistry: string; workerRegistry: string };
-  delegate: string;
-  facilitator: string | null;
-  models: string[];
-  /** Devnet user wallets with their dev keys, funded with ETH and without a delegate yet. */
-  accounts: Array<{ address: string; privateKey: string }>;
-  /** A devnet wallet that has deposited and authorized `delegate` already. */
-  demoWallet: { address: string; privateKey: string } | null;
-}
+export type { StackFile } from '@svc/server/stack-file-format';
 
 /** One JSON-RPC call to the devnet; resolves with its `result`. */
 export async function rpc(rpcUrl: string, method: string, params: unknown[]): Promise<unknown> {
@@ -105,9 +92,34 @@ export class Stack {
     return exited;
   }
 
+  /**
+   * Kills the launcher and everything under it at once: the server runs in a process group of its own
+   * (so a terminal's Ctrl-C reaches only the launcher), which a signal to the launcher alone would orphan.
+   */
   kill(): void {
-    if (this.running) this.child.kill('SIGKILL');
+    if (!this.running) return;
+    for (const pid of [...descendantsOf(this.child.pid!), this.child.pid!]) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // Gone already.
+      }
+    }
   }
+}
+
+/** Every process below `pid` (children first found, then theirs), from `pgrep -P`. */
+function descendantsOf(pid: number): number[] {
+  let children: number[];
+  try {
+    children = execFileSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' })
+      .split('\n')
+      .filter(Boolean)
+      .map(Number);
+  } catch {
+    return []; // pgrep exits 1 when there are none
+  }
+  return children.flatMap((child) => [child, ...descendantsOf(child)]);
 }
 
 /** What `POST /api/auth/verify` answers, and the `message` the wallet signed. */

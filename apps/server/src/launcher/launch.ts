@@ -2,15 +2,17 @@
 // child process and presents it. At a terminal: start-up progress, then a summary with the next commands;
 // the JSON logs go to <STATE_DIR>/logs/server.log, warnings and errors (or every line with --logs) are
 // shown readable. Elsewhere (CI, a pipe): the JSON log lines pass through to stdout as the server wrote them.
-// Ctrl-C (or SIGTERM) stops the server, which stops everything it started.
+//
+// The server runs in a process group of its own, so a Ctrl-C reaches the launcher only: the launcher
+// asks the server to stop once (SIGTERM), and a second Ctrl-C kills the whole group at once.
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { readFileSync, rmSync } from 'node:fs';
+import { isAbsolute, join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import ora from 'ora';
 import { STACK_FILE_NAME, type StackFile } from '../stack-file-format.js';
-import { levelOf, openLogFile, parseLogLine, prettyLogLines } from './log-view.js';
+import { levelOf, openLogFile, parseLogLine, prettyLogLines, runningStackAt } from './log-view.js';
 import { StartUpProgress } from './start-up-stages.js';
 import { startUpSummary } from './summary.js';
 
@@ -21,11 +23,22 @@ const WARN = 40;
 const args = process.argv.slice(2);
 const showAllLogs = args.includes('--logs');
 const serverArgs = args.filter((arg) => arg !== '--logs');
-const interactive = Boolean(process.stdout.isTTY) && !process.env.CI;
+// A terminal with no size (some ptys) cannot host a spinner: treated as no terminal.
+const interactive = Boolean(process.stdout.isTTY && process.stdout.columns) && !process.env.CI;
 // The runner's own default (<checkout>/.dev), set explicitly so the log file sits beside the state it describes.
 const stateDir = process.env.STATE_DIR ?? join(checkout, '.dev');
+const stackPath = join(stateDir, STACK_FILE_NAME);
 const logPath = join(stateDir, 'logs', 'server.log');
 const startedAt = Date.now();
+
+// Another `npm start` on this state would fail on its ports, and its log must not be rotated away.
+const running = await runningStackAt(stackPath);
+if (running) {
+  process.stderr.write(
+    `Another npm start already runs with ${stateDir} (its gateway answers at ${running}). Stop it first, or give this one its own STATE_DIR and PORT.\n`,
+  );
+  process.exit(1);
+}
 
 const spinner = ora({ stream: process.stderr, isSilent: !interactive });
 const pretty = prettyLogLines(Boolean(process.stderr.isTTY));
@@ -42,15 +55,33 @@ spinner.start(progress.current?.title);
 const server = spawn(
   process.execPath,
   ['--conditions=@svc/source', '--import', 'tsx', serverEntry, '--target', 'all', ...serverArgs],
-  { cwd: process.cwd(), env: { ...process.env, STATE_DIR: stateDir }, stdio: ['ignore', 'pipe', 'pipe'] },
+  {
+    cwd: process.cwd(),
+    env: { ...process.env, STATE_DIR: stateDir },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  },
 );
+
+// Every line goes to the log file; the streams are piped, so a slow reader slows the server's output
+// instead of filling the launcher's memory.
+server.stdout!.pipe(log, { end: false });
+server.stderr!.pipe(log, { end: false });
+if (!interactive) {
+  server.stdout!.pipe(process.stdout);
+  server.stderr!.pipe(process.stderr);
+}
+// Whoever reads our output went away (`npm start | head`): stop the server rather than leave it running.
+for (const stream of [process.stdout, process.stderr])
+  stream.on('error', () => {
+    if (stopRequests === 0) stop();
+  });
 
 let up = false;
 createInterface({ input: server.stdout! }).on('line', (text) => {
-  log.write(`${text}\n`);
   const line = parseLogLine(text);
+  if (line?.msg === 'all started') up = true;
   if (!interactive) {
-    process.stdout.write(`${text}\n`);
     if (line?.msg === 'all started') process.stderr.write(summary());
     return;
   }
@@ -60,54 +91,60 @@ createInterface({ input: server.stdout! }).on('line', (text) => {
     spinner.succeed(stage.title);
     if (progress.current) spinner.start(progress.current.title);
   }
-  if (line.msg === 'all started') {
-    up = true;
-    process.stdout.write(summary());
-  }
+  if (line.msg === 'all started') process.stdout.write(summary());
 });
-createInterface({ input: server.stderr! }).on('line', (text) => {
-  log.write(`${text}\n`);
-  if (interactive) show(text);
-  else process.stderr.write(`${text}\n`);
-});
+if (interactive) createInterface({ input: server.stderr! }).on('line', show);
 
 function summary(): string {
   let stack: StackFile;
   try {
-    stack = JSON.parse(readFileSync(join(stateDir, STACK_FILE_NAME), 'utf8')) as StackFile;
+    stack = JSON.parse(readFileSync(stackPath, 'utf8')) as StackFile;
   } catch {
-    return `All started; ${join(stateDir, STACK_FILE_NAME)} says where everything is.\n`;
+    return `All started; ${stackPath} says where everything is.\n`;
   }
-  const logFile = relative(process.cwd(), logPath) || logPath;
+  const fromHere = relative(process.cwd(), logPath);
+  const logFile = fromHere && !fromHere.startsWith('..') && !isAbsolute(fromHere) ? fromHere : logPath;
   return startUpSummary(stack, {
     seconds: (Date.now() - startedAt) / 1000,
     logFile: interactive ? logFile : null,
+    cli: join(checkout, 'node_modules', '.bin', 'svc'),
   });
 }
 
-// One SIGTERM to the server however the stop was asked for. Ctrl-C also reaches the server itself (same
-// process group) as SIGINT; it handles each signal once, so the two make one graceful stop. A third
-// signal forces it.
-let stopping = false;
-for (const signal of ['SIGINT', 'SIGTERM'] as const)
-  process.on(signal, () => {
-    if (stopping) return;
-    stopping = true;
+// The first stop request asks the server to stop gracefully; the next one kills its process group
+// (anvil included) and removes what the server would have removed.
+let stopRequests = 0;
+function stop(): void {
+  stopRequests += 1;
+  if (server.exitCode !== null || server.signalCode !== null) return;
+  if (stopRequests === 1) {
     if (spinner.isSpinning) spinner.stop();
-    spinner.start('Stopping');
+    spinner.start('Stopping (Ctrl-C again to kill it now)');
     server.kill('SIGTERM');
-  });
+    return;
+  }
+  spinner.text = 'Killing';
+  try {
+    process.kill(-server.pid!, 'SIGKILL');
+  } catch {
+    // Gone already.
+  }
+  rmSync(stackPath, { force: true });
+}
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, stop);
 
-server.on('exit', (code, signal) => {
-  log.end();
+// 'close' comes once the server's output is drained; the log is flushed before exiting.
+server.on('close', (code, signal) => {
   const exitCode = code ?? (signal ? 1 : 0);
-  if (stopping || up) {
+  if (stopRequests > 0) {
     if (exitCode === 0) spinner.succeed('Stopped; nothing left running');
-    else spinner.fail(`Stopped with exit code ${exitCode}; see ${logPath}`);
+    else spinner.fail(`Stopped (exit code ${exitCode}); the log is ${logPath}`);
+  } else if (up) {
+    spinner.fail(`The server stopped unexpectedly (exit code ${exitCode}); the log is ${logPath}`);
   } else {
     spinner.fail(
       `${progress.current?.title ?? 'Start-up'}: failed (exit code ${exitCode}); the log is ${logPath}`,
     );
   }
-  process.exit(exitCode);
+  log.end(() => process.exit(exitCode));
 });

@@ -6,7 +6,12 @@ import type { StackFile } from '../stack-file-format.js';
  */
 export function startUpSummary(
   stack: StackFile,
-  details: { seconds: number; logFile: string | null },
+  details: {
+    seconds: number;
+    logFile: string | null;
+    /** The `svc` command of this checkout (`node_modules/.bin/svc`): named by path, it runs from any directory. */
+    cli: string;
+  },
 ): string {
   const demo = stack.demoWallet;
   const lines = [
@@ -28,10 +33,11 @@ export function startUpSummary(
       '',
       'Next, in another terminal:',
       '',
+      `  alias svc=${details.cli}`,
       `  export SVC_PRIVATE_KEY=${demo.privateKey}`,
-      '  npx svc login && npx svc keys create --name demo --save   # sign in with the wallet, mint a key',
-      '  npx svc chat "Hello"                                      # a streamed answer, paid with the key',
-      '  npx svc pay "Hello"                                       # no key: paid per call (x402)',
+      '  svc login && svc keys create --name demo --save   # sign in with the wallet, mint a key',
+      '  svc chat "Hello"                                  # a streamed answer, paid with the key',
+      '  svc pay "Hello"                                   # no key: paid per call (x402)',
     );
   lines.push('', 'Ctrl-C stops everything.', '');
   return lines.join('\n');
