@@ -1,6 +1,8 @@
 #!/usr/bin/env node
-// `svc`: runs the command from its TypeScript sources (no build step), as `npm start` does, with the
-// workspace's packages resolved to their sources. Signals reach the command; its exit code is ours.
+// `svc`: runs the command from its TypeScript sources (no build step), with the workspace's packages
+// resolved to their sources. That takes `--conditions=@svc/source`, which only a new process can be
+// given, hence the second node (npm start's launcher needs no condition and registers tsx in-process).
+// Signals reach the command; its exit code is ours.
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 

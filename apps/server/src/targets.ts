@@ -35,6 +35,8 @@ export const allInOne: Target = {
     };
   },
   started: writeStackFile,
+  // The launcher of `npm start` writes its log there while the server resets the rest.
+  keptOnReset: ['logs'],
   units: ({ chain }, runtime) => {
     const workerAccounts = chain?.devnet?.accounts.filter((account) => account.role === 'worker') ?? [];
     const models = chain?.devnet?.models.map((model) => model.name).join(',') ?? '';

@@ -16,7 +16,7 @@ export const runtimeConfigShape = {
     default: 'info',
   }),
   STATE_DIR: env.string({
-    doc: 'Directory of local state: the embedded database, the devnet chain, the all-in-one workers. `--reset` empties it, but for `logs/` (where `npm start` writes its log). Relative paths are from the working directory.',
+    doc: 'Directory of local state: the embedded database, the devnet chain, the all-in-one workers. `--reset` empties it (`npm start` keeps its `logs/`). Relative paths are from the working directory.',
     default: DEFAULT_STATE_DIR,
     defaultText: '<checkout>/.dev',
   }),

@@ -50,6 +50,8 @@ export interface Target {
    * all-in-one target writes the stack file here.
    */
   readonly started?: (running: RunningTarget) => Promise<(() => Promise<void>) | void>;
+  /** Entries of STATE_DIR that `--reset` keeps (what others write there, such as a launcher's logs). */
+  readonly keptOnReset?: readonly string[];
 }
 
 export interface RunOptions {
@@ -93,7 +95,7 @@ export async function runTarget(target: Target, options: RunOptions = {}): Promi
   const logger = options.logger ?? createLogger({ service: target.name, level: runtime.LOG_LEVEL });
   const stateDir = isAbsolute(runtime.STATE_DIR) ? runtime.STATE_DIR : resolve(runtime.STATE_DIR);
   if (options.reset) {
-    resetStateDir(stateDir);
+    resetStateDir(stateDir, new Set(target.keptOnReset));
     logger.info({ stateDir }, 'state reset: starting from scratch');
   }
   for (const [setting, value] of Object.entries(target.derive?.(baseEnv, { stateDir }) ?? {}))
@@ -261,12 +263,9 @@ function once(action: () => Promise<void>): () => Promise<void> {
   return () => (result ??= action());
 }
 
-/** What `--reset` keeps: `npm start`'s logs (being written by its launcher) are not state. */
-const KEPT_ON_RESET = new Set(['logs']);
-
-/** Empties STATE_DIR but for its logs. */
-function resetStateDir(stateDir: string): void {
+/** Empties STATE_DIR but for the entries the target keeps. */
+function resetStateDir(stateDir: string, kept: ReadonlySet<string>): void {
   if (!existsSync(stateDir)) return;
   for (const entry of readdirSync(stateDir))
-    if (!KEPT_ON_RESET.has(entry)) rmSync(join(stateDir, entry), { recursive: true, force: true });
+    if (!kept.has(entry)) rmSync(join(stateDir, entry), { recursive: true, force: true });
 }

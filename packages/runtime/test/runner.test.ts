@@ -207,6 +207,7 @@ describe('runTarget', () => {
       {
         name: 'deriving',
         modules: [reader],
+        keptOnReset: ['logs'],
         derive: (_env, { stateDir: dir }) => ({
           FROM_STATE: existsSync(join(dir, 'left-over')) ? 'stale' : 'fresh',
           CHOSEN: 'derived',
