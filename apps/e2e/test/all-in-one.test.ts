@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +11,30 @@ import { mintKey, repoRoot, rpc, signIn, Stack, type DevnetFile, type StackFile 
 // `npm start` as a user runs it: the real start script in its own process, with nothing configured,
 // so every dependency is the embedded one (PGlite, memory store, in-process bus, devnet). Keys and chain
 // state survive a restart; `--reset` clears them. The API itself is walked in walk.test.ts.
+
+/** The command lines of running processes that mention `text` (a state directory, say). */
+function processesMentioning(text: string): string[] {
+  try {
+    return execFileSync('pgrep', ['-fa', text], { encoding: 'utf8' }).split('\n').filter(Boolean);
+  } catch {
+    return []; // pgrep exits 1 when nothing matches
+  }
+}
+
+/** Runs `scripts/start.mjs` with only `env` (and PATH, HOME) to its exit: for starts that must fail. */
+function runToExit(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['scripts/start.mjs'], {
+      cwd: repoRoot,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.on('close', (code) => resolve({ code, output }));
+  });
+}
 
 const modelsStatus = async (base: string, key: string) =>
   (await fetch(`${base}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).status;
@@ -59,6 +84,43 @@ describe('npm start (all-in-one, embedded defaults)', () => {
     expect(stack!.logs).toContain('using the embedded PostgreSQL (PGlite)');
     expect(existsSync(join(stateDir, 'postgres'))).toBe(true);
     firstRun = { devnet, blockNumber: BigInt(String(await rpc(devnet.rpcUrl, 'eth_blockNumber', []))) };
+  });
+
+  it('refuses a second npm start on the same state while the first runs, leaving the first and its log alone', async () => {
+    const logBefore = readFileSync(join(stateDir, 'logs', 'server.log'), 'utf8');
+    const second = await runToExit({ ...env, PORT: String(await freePort()) });
+    expect(second.code).toBe(1);
+    expect(second.output).toContain(
+      `Another npm start already runs with ${stateDir} (its gateway answers at ${base})`,
+    );
+    expect(readFileSync(join(stateDir, 'logs', 'server.log'), 'utf8').startsWith(logBefore)).toBe(true);
+    expect(existsSync(join(stateDir, 'logs', 'server.previous.log'))).toBe(false);
+    expect(stack!.running).toBe(true);
+  });
+
+  it('exits 1 naming the setting when the configuration is wrong, and leaves nothing running', async () => {
+    const otherState = mkdtempSync(join(tmpdir(), 'svc-e2e-state-'));
+    try {
+      const failed = await runToExit({ STATE_DIR: otherState, PORT: 'eighty', DEVNET_PORT: '0' });
+      expect(failed.code).toBe(1);
+      const fatal = failed.output
+        .split('\n')
+        .filter((line) => line.includes('"level":"fatal"'))
+        .map((line) => JSON.parse(line) as { problems?: string[] });
+      // Only the setting that is wrong: nothing derived from it fails in its place.
+      expect(fatal).toEqual([
+        expect.objectContaining({
+          problems: ['gateway: PORT must be an integer from 0 to 65535 (got "eighty")'],
+        }),
+      ]);
+      // Its devnet (started before the services' configuration is read) was stopped with it.
+      expect(existsSync(join(otherState, 'stack.json'))).toBe(false);
+      expect(existsSync(join(otherState, 'devnet.json'))).toBe(false);
+      expect(processesMentioning(otherState)).toEqual([]);
+      expect(readFileSync(join(otherState, 'logs', 'server.log'), 'utf8')).toMatch(/"level":"fatal".*PORT/);
+    } finally {
+      rmSync(otherState, { recursive: true, force: true });
+    }
   });
 
   it('binds sign-in to its own URL and mints a key that works on /v1', async () => {

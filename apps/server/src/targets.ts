@@ -26,7 +26,9 @@ export const allInOne: Target = {
   // sign-in is bound to PUBLIC_URL and the devnet's chain, and the secrets are kept under STATE_DIR.
   defaults: { GRPC_HOST: '127.0.0.1', GRPC_PORT: '0', TRUST_PROXY: 'loopback', METRICS_PORT: '0' },
   derive: (env, { stateDir }) => {
-    const publicUrl = env.PUBLIC_URL ?? `http://localhost:${env.PORT ?? '8080'}`;
+    // A PORT that is no port is the gateway's configuration check to name; the URL takes the default.
+    const port = env.PORT !== undefined && /^[0-9]{1,5}$/.test(env.PORT) ? env.PORT : '8080';
+    const publicUrl = env.PUBLIC_URL ?? `http://localhost:${port}`;
     return {
       PUBLIC_URL: publicUrl,
       SIWE_DOMAIN: new URL(publicUrl).host,

@@ -63,6 +63,10 @@ export const runtimeConfigShape = {
     doc: 'WorkerRegistry address on RPC_URL; unset reads the contracts from DEVNET_FILE.',
   }),
   ...devnetConfigShape,
+  // Beside the rest of the state: two stacks with their own STATE_DIR do not share a description file.
+  DEVNET_FILE: env.optionalString({
+    doc: 'Devnet description JSON: written when a devnet starts, read by a process given RPC_URL without contract addresses. Unset: `<STATE_DIR>/devnet.json`. Relative paths are from the working directory.',
+  }),
 };
 
 export type RuntimeConfig = ConfigOf<typeof runtimeConfigShape>;

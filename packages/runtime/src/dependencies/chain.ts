@@ -31,7 +31,8 @@ export interface ChainSettings {
   readonly CHAIN_ID: number | undefined;
   readonly JOB_REGISTRY_ADDRESS: string | undefined;
   readonly WORKER_REGISTRY_ADDRESS: string | undefined;
-  readonly DEVNET_FILE: string;
+  /** Unset: `<stateDir>/devnet.json`. */
+  readonly DEVNET_FILE: string | undefined;
   readonly DEVNET_PORT: number;
   readonly DEVNET_BLOCK_TIME: number;
 }
@@ -51,7 +52,7 @@ export async function openChain(
   stateDir: string,
   logger: Logger,
 ): Promise<OpenedChain> {
-  const descriptionPath = resolveDevnetFile(settings.DEVNET_FILE);
+  const descriptionPath = resolveDevnetFile(settings.DEVNET_FILE ?? join(stateDir, 'devnet.json'));
   if (settings.RPC_URL) {
     const connection = await connectExternal(settings, settings.RPC_URL, descriptionPath);
     logger.info({ rpcUrl: connection.rpcUrl, chainId: connection.chainId }, 'using the chain at RPC_URL');
