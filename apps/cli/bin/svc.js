@@ -7,9 +7,12 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 const entry = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+// tsx by its location, not by name: a bare `--import tsx` resolves from the working directory, and svc
+// runs from any directory.
+const tsx = import.meta.resolve('tsx');
 const child = spawn(
   process.execPath,
-  ['--conditions=@svc/source', '--import', 'tsx', entry, ...process.argv.slice(2)],
+  ['--conditions=@svc/source', '--import', tsx, entry, ...process.argv.slice(2)],
   { stdio: 'inherit' },
 );
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));

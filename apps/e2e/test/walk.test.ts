@@ -712,13 +712,14 @@ describe('the svc command, as the start-up summary tells a newcomer to use it', 
   let registry: ReturnType<typeof connectJobRegistry>;
 
   /**
-   * Runs the `svc` bin (`npx svc` resolves to it) in its own process with only PATH, HOME, the stack's
-   * STATE_DIR (where it finds stack.json) and `env`; never throws on a non-zero exit.
+   * Runs the `svc` bin by its path, as the summary's alias does, in its own process with only PATH, HOME,
+   * the stack's STATE_DIR (where it finds stack.json) and `env`, from a directory outside the checkout;
+   * never throws on a non-zero exit.
    */
   const svc = (args: string[], env: Record<string, string> = {}): Promise<SvcRun> =>
     new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [join(repoRoot, 'apps/cli/bin/svc.js'), ...args], {
-        cwd: repoRoot,
+      const child = spawn(join(repoRoot, 'node_modules', '.bin', 'svc'), args, {
+        cwd: configDir,
         env: {
           PATH: process.env.PATH ?? '',
           HOME: process.env.HOME ?? '',

@@ -54,7 +54,16 @@ const progress = new StartUpProgress();
 spinner.start(progress.current?.title);
 const server = spawn(
   process.execPath,
-  ['--conditions=@svc/source', '--import', 'tsx', serverEntry, '--target', 'all', ...serverArgs],
+  // tsx by its location: a bare `--import tsx` would resolve from the working directory.
+  [
+    '--conditions=@svc/source',
+    '--import',
+    import.meta.resolve('tsx'),
+    serverEntry,
+    '--target',
+    'all',
+    ...serverArgs,
+  ],
   {
     cwd: process.cwd(),
     env: { ...process.env, STATE_DIR: stateDir },
