@@ -194,8 +194,8 @@ describe('npm start (all-in-one, embedded defaults)', () => {
     expect(existsSync(join(stateDir, 'devnet.json'))).toBe(false);
   }, 30_000);
 
-  it('keeps keys and chain state across a restart', async () => {
-    stack = await Stack.start(env);
+  it('keeps keys and chain state across a restart; Ctrl-C on npm start stops it gracefully', async () => {
+    stack = await Stack.start(env, [], { viaNpm: true });
     expect(stack.logs).toContain('devnet resumed from its kept state');
     const devnet = JSON.parse(readFileSync(join(stateDir, 'devnet.json'), 'utf8')) as DevnetFile;
     expect(devnet.contracts).toEqual(firstRun.devnet.contracts);
@@ -203,7 +203,10 @@ describe('npm start (all-in-one, embedded defaults)', () => {
       firstRun.blockNumber,
     );
     expect(await modelsStatus(base, key)).toBe(200);
-    expect(await stack.stop()).toBe(0);
+    // npm passes the terminal's SIGINT on to the launcher, which the terminal sent it too: one stop, clean.
+    expect(await stack.interrupt()).toBe(0);
+    expect(stack.logs).toContain('"clean":true,"msg":"shutdown complete"');
+    expect(processesMentioning(stateDir)).toEqual([]);
   }, 120_000);
 
   it('starts from scratch with --reset', async () => {

@@ -46,12 +46,23 @@ export class Stack {
    * once it logs `"msg":"all started"` (throws with its output when it exits or takes longer than
    * `timeoutMs`).
    */
-  static async start(env: Record<string, string>, args: string[] = [], timeoutMs = 110_000): Promise<Stack> {
+  static async start(
+    env: Record<string, string>,
+    args: string[] = [],
+    options: { timeoutMs?: number; viaNpm?: boolean } = {},
+  ): Promise<Stack> {
+    const timeoutMs = options.timeoutMs ?? 110_000;
+    // Via npm: `npm start` itself (its pre-script skipped), in a process group of its own as a terminal
+    // runs it, so `interrupt` can send what Ctrl-C sends.
+    const [command, commandArgs] = options.viaNpm
+      ? ['npm', ['start', '--ignore-scripts', '--', ...args]]
+      : [process.execPath, ['scripts/start.mjs', ...args]];
     const stack = new Stack(
-      spawn(process.execPath, ['scripts/start.mjs', ...args], {
+      spawn(command, commandArgs, {
         cwd: repoRoot,
         env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'info', ...env },
         stdio: ['ignore', 'pipe', 'pipe'],
+        detached: options.viaNpm ?? false,
       }),
     );
     const deadline = Date.now() + timeoutMs;
@@ -83,6 +94,14 @@ export class Stack {
 
   get running(): boolean {
     return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** What Ctrl-C at a terminal does: SIGINT to the whole foreground process group (npm, the launcher). */
+  async interrupt(): Promise<number | null> {
+    if (!this.running) return this.child.exitCode;
+    const exited = new Promise<number | null>((resolve) => this.child.once('exit', (code) => resolve(code)));
+    process.kill(-this.child.pid!, 'SIGINT');
+    return exited;
   }
 
   async stop(): Promise<number | null> {

@@ -120,13 +120,18 @@ function summary(): string {
   });
 }
 
-// The first stop request asks the server to stop gracefully; the next one kills its process group
-// (anvil included) and removes what the server would have removed.
+// The first stop request asks the server to stop gracefully; a later one kills its process group
+// (anvil included) and removes what the server would have removed. Requests within a second of the first
+// are the same request: `npm start` passes the terminal's Ctrl-C on to us, which the terminal sent us too.
+const SAME_REQUEST_MS = 1_000;
 let stopRequests = 0;
+let firstStopAt = 0;
 function stop(): void {
-  stopRequests += 1;
   if (server.exitCode !== null || server.signalCode !== null) return;
+  if (stopRequests > 0 && Date.now() - firstStopAt < SAME_REQUEST_MS) return;
+  stopRequests += 1;
   if (stopRequests === 1) {
+    firstStopAt = Date.now();
     if (spinner.isSpinning) spinner.stop();
     spinner.start('Stopping (Ctrl-C again to kill it now)');
     server.kill('SIGTERM');
