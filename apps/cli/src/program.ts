@@ -175,6 +175,7 @@ export function buildProgram(
     .option('--conversation <id>', 'conversation_id')
     .option('--verbose', 'print the service object')
     .option('--yes', 'pay without asking')
+    .option('--max <amount>', 'decline a price above this (wei, or with a unit)')
     .addOption(wallet)
     .action(action((context, words: string[], options: PayOptions) => pay(context, words, options)));
 

@@ -797,6 +797,15 @@ describe('the svc command, as the start-up summary tells a newcomer to use it', 
     const unconfirmed = await svc(['pay', 'Hello'], env);
     expect(unconfirmed.code).toBe(2);
     expect(unconfirmed.stderr).toMatch(/^svc: Pay [0-9]+ wei .* Confirm with --yes/);
+
+    // A price above --max is declined before anything is signed: exit 6, nothing paid.
+    const balance = await registry.prepaidBalanceOf(demo.address);
+    const tooDear = await svc(['pay', 'Hello', '--yes', '--max', '1'], env);
+    expect(tooDear.code).toBe(6);
+    expect(tooDear.stderr).toMatch(
+      /^svc: the call costs [0-9]+ wei .*, above --max 1 wei .*: nothing was paid\.\n$/,
+    );
+    expect(await registry.prepaidBalanceOf(demo.address)).toBe(balance);
   }, 90_000);
 
   it('walks a new wallet from a 402 to an answer: authorize as the error says, balance, cap, revoke, delete, exit codes', async () => {
@@ -856,7 +865,9 @@ describe('the svc command, as the start-up summary tells a newcomer to use it', 
     expect((await svc(['keys', 'cap', minted.id, '1'], env)).code).toBe(0);
     const capped = await svc(['chat', 'over the cap'], env);
     expect(capped.code).toBe(4);
-    expect(capped.stderr).toMatch(/^svc: spend_cap_exceeded: .+ Run: svc keys cap <id> <amount\|none>\n$/);
+    // The saved key's id is known, so the command to run names it.
+    expect(capped.stderr).toMatch(/^svc: spend_cap_exceeded: .+ Run: svc keys cap \S+ <amount\|none>\n$/);
+    expect(capped.stderr).toContain(`Run: svc keys cap ${minted.id} <amount|none>`);
     expect((await svc(['keys', 'cap', minted.id, 'none'], env)).code).toBe(0);
     expect((await svc(['chat', 'uncapped'], env)).code).toBe(0);
 

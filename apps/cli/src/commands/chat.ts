@@ -12,19 +12,21 @@ export interface ChatOptions {
   readonly apiKey?: string;
 }
 
-/** The API key: --api-key, else SVC_API_KEY, else the one `svc keys create --save` kept for the wallet. */
-function apiKeyOf(context: CommandContext, options: { apiKey?: string }): string {
-  const key =
-    options.apiKey ??
-    context.env.SVC_API_KEY ??
-    context.credentials.savedKey(context.baseUrl, context.namedWallet)?.key;
-  if (!key)
+/**
+ * The API key: --api-key, else SVC_API_KEY, else the one `svc keys create --save` kept for the wallet
+ * (then its id is known too).
+ */
+function apiKeyOf(context: CommandContext, options: { apiKey?: string }): { key: string; savedId?: string } {
+  const given = options.apiKey ?? context.env.SVC_API_KEY;
+  if (given) return { key: given };
+  const saved = context.credentials.savedKey(context.baseUrl, context.namedWallet);
+  if (!saved)
     throw new CliError(`no API key for ${context.baseUrl}`, EXIT.credentials, {
       code: 'invalid_api_key',
       remedy: 'Pass --api-key or set SVC_API_KEY',
       command: 'svc keys create --save',
     });
-  return key;
+  return { key: saved.key, savedId: saved.id };
 }
 
 /** The message: the arguments joined, else standard input when it is not a terminal. */
@@ -67,18 +69,24 @@ export async function chat(
   words: readonly string[],
   options: ChatOptions,
 ): Promise<void> {
-  const client = openaiClient(context.baseUrl, { apiKey: apiKeyOf(context, options) });
+  const { key, savedId } = apiKeyOf(context, options);
+  const client = openaiClient(context.baseUrl, { apiKey: key });
   const message = await messageOf(words);
   const model = await modelOf(client, options.model);
-  const answer = await streamCompletion(
-    client,
-    {
-      model,
-      messages: messagesOf(message, options.system),
-      ...(options.conversation ? { conversationId: options.conversation } : {}),
-    },
-    context.output,
-  );
+  const request = {
+    model,
+    messages: messagesOf(message, options.system),
+    ...(options.conversation ? { conversationId: options.conversation } : {}),
+  };
+  const answer = await streamCompletion(client, request, context.output).catch((error: unknown) => {
+    // The saved key's id is known: the remedy's command can name it.
+    if (savedId && error instanceof CliError && error.details.code === 'spend_cap_exceeded')
+      throw new CliError(error.message, error.exitCode, {
+        ...error.details,
+        command: `svc keys cap ${savedId} <amount|none>`,
+      });
+    throw error;
+  });
   context.output.result({ model, text: answer.text, service: answer.service }, () =>
     options.verbose ? `service ${JSON.stringify(answer.service, null, 2)}` : '',
   );
@@ -86,7 +94,7 @@ export async function chat(
 
 /** `svc models`: the models at least one worker serves now. */
 export async function models(context: CommandContext, options: { apiKey?: string }): Promise<void> {
-  const client = openaiClient(context.baseUrl, { apiKey: apiKeyOf(context, options) });
+  const client = openaiClient(context.baseUrl, { apiKey: apiKeyOf(context, options).key });
   try {
     const ids = (await client.models.list()).data.map((model) => model.id);
     context.output.result(ids, () => ids.join('\n'));

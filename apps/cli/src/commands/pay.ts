@@ -6,7 +6,7 @@ import {
   prepaidDebitRequirementsOf,
   type PrepaidDebitRequirements,
 } from '@svc/x402';
-import { formatAmount } from '../amounts.js';
+import { formatAmount, parseAmount } from '../amounts.js';
 import {
   completionError,
   openaiClient,
@@ -25,6 +25,8 @@ export interface PayOptions extends WalletOptions {
   readonly conversation?: string;
   readonly verbose?: boolean;
   readonly yes?: boolean;
+  /** The most this call may cost: a higher price is declined before anything is signed. */
+  readonly max?: string;
 }
 
 /** After these the same PAYMENT-SIGNATURE may be sent again: a payment that settled is never charged twice. */
@@ -49,7 +51,13 @@ export async function pay(
     messages: messagesOf(message, options.system),
     ...(options.conversation ? { conversationId: options.conversation } : {}),
   };
+  const max = options.max === undefined ? undefined : parseAmount(options.max, '--max');
   const requirements = await priceOf(context, request);
+  if (max !== undefined && BigInt(requirements.amount) > max)
+    throw new CliError(
+      `the call costs ${formatAmount(requirements.amount)}, above --max ${formatAmount(max)}: nothing was paid`,
+      EXIT.declined,
+    );
   const wallet = await loadWallet(options, context.walletSource);
   await confirmPayment(context, options, wallet.address, model, requirements);
   const paymentSignature = await paymentSignatureFor(wallet, requirements);
