@@ -39,7 +39,7 @@ beforeAll(async () => {
     PORT: String(port),
     STATE_DIR: stateDir,
     DEVNET_PORT: '0',
-    DEVNET_FILE: join(stateDir, 'devnet.json'),
+    // DEVNET_FILE unset: the description goes beside the rest of the state, <STATE_DIR>/devnet.json.
   });
   stackFilePath = join(stateDir, 'stack.json');
   stackFile = JSON.parse(readFileSync(stackFilePath, 'utf8')) as StackFile;

@@ -1,9 +1,6 @@
-import { fileURLToPath } from 'node:url';
 import { devnetConfigShape } from '@svc/devnet';
 import { env, type ConfigOf } from '@svc/platform';
-
-/** Local state of a checkout (embedded database, devnet chain, worker data), whichever directory runs it. */
-export const DEFAULT_STATE_DIR = fileURLToPath(new URL('../../../.dev', import.meta.url));
+import { DEFAULT_STATE_DIR } from './state-dir.js';
 
 /**
  * The settings of the runner itself, the same for every target: logging, the process's gRPC server,

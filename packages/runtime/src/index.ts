@@ -15,6 +15,7 @@ export {
   type Unit,
 } from './runner.js';
 export { parseCommandLine, runMain, type CommandLine } from './main.js';
-export { DEFAULT_STATE_DIR, runtimeConfigShape, type RuntimeConfig } from './config.js';
+export { runtimeConfigShape, type RuntimeConfig } from './config.js';
+export { DEFAULT_STATE_DIR } from './state-dir.js';
 export type { ChainConnection } from './dependencies/chain.js';
 export type { DatabaseConnection } from './dependencies/database.js';

@@ -8,11 +8,10 @@
 import { performance } from 'node:perf_hooks';
 import { Transaction, Wallet, parseEther } from 'ethers';
 import { blobSidecarOf, kzg, loadKzgTrustedSetup, SessionKeyPair, signTransaction } from '@svc/chain';
-import { createDevProvider, DevWallet, startAnvil } from '@svc/anvil';
-import { deployContracts } from '@svc/contracts';
 import { MemoryStore } from '@svc/platform';
 import { JobLifecycleKind } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
-import type { Devnet } from '@svc/testkit';
+// The devnet alone: the testkit's index loads jest's globals, which a script outside jest cannot.
+import { startTestDevnet, type Devnet } from '@svc/testkit/test-devnet';
 import { preparePrompt, sealPrompt } from '../src/completions/prompt-envelope.js';
 import {
   completionRequest,
@@ -108,17 +107,7 @@ async function cpuBreakdown(): Promise<void> {
 async function main(): Promise<void> {
   await cpuBreakdown();
 
-  const anvil = await startAnvil({ accounts: 40, warmBlobs: true });
-  const provider = createDevProvider(anvil.rpcUrl, anvil.chainId);
-  const wallet = (index: number) => new DevWallet(anvil.accounts[index]!.privateKey, provider);
-  const deployment = await deployContracts(wallet(0), { models: DEPLOYED_MODELS });
-  const devnet: Devnet = {
-    anvil,
-    provider,
-    deployment,
-    wallet,
-    rpc: (method, params = []) => provider.send(method, params),
-  };
+  const devnet = await startTestDevnet({ accounts: 40, warmBlobs: true, models: DEPLOYED_MODELS });
   await prepareServiceAccounts(devnet);
   await preparePerCallAccounts(devnet);
   const store = new MemoryStore();
@@ -208,8 +197,7 @@ async function main(): Promise<void> {
   } finally {
     await stack?.stop();
     await store.close();
-    provider.destroy();
-    await anvil.stop();
+    await devnet.stop();
   }
 }
 

@@ -12,7 +12,8 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import ora from 'ora';
 import { STACK_FILE_NAME, type StackFile } from '../stack-file-format.js';
-import { levelOf, openLogFile, parseLogLine, prettyLogLines, runningStackAt } from './log-view.js';
+import { levelOf, openLogFile, parseLogLine, prettyLogLines } from './log-view.js';
+import { runningStackAt } from './running-stack.js';
 import { StartUpProgress } from './start-up-stages.js';
 import { startUpSummary } from './summary.js';
 
@@ -25,7 +26,8 @@ const showAllLogs = args.includes('--logs');
 const serverArgs = args.filter((arg) => arg !== '--logs');
 // A terminal with no size (some ptys) cannot host a spinner: treated as no terminal.
 const interactive = Boolean(process.stdout.isTTY && process.stdout.columns) && !process.env.CI;
-// The runner's own default (<checkout>/.dev), set explicitly so the log file sits beside the state it describes.
+// The runner's default (`@svc/runtime/state-dir`, which this launcher cannot import: it runs without the
+// workspace's source condition), set explicitly for the server so the log sits beside the state it describes.
 const stateDir = process.env.STATE_DIR ?? join(checkout, '.dev');
 const stackPath = join(stateDir, STACK_FILE_NAME);
 const logPath = join(stateDir, 'logs', 'server.log');

@@ -1,11 +1,4 @@
-import {
-  createWriteStream,
-  existsSync,
-  mkdirSync,
-  readFileSync,
-  renameSync,
-  type WriteStream,
-} from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, renameSync, type WriteStream } from 'node:fs';
 import { dirname } from 'node:path';
 import { prettyFactory } from 'pino-pretty';
 import type { LogLine } from './start-up-stages.js';
@@ -58,23 +51,4 @@ export function prettyLogLines(colorize: boolean): (line: string) => string {
     singleLine: true,
   });
   return (line) => pretty(line);
-}
-
-/**
- * The gateway of a stack that still runs on this state directory: its `stack.json` is there (a clean
- * stop removes it) and its gateway answers. A file left by a crash names a gateway that is gone.
- */
-export async function runningStackAt(stackPath: string): Promise<string | undefined> {
-  let gatewayUrl: string;
-  try {
-    gatewayUrl = (JSON.parse(readFileSync(stackPath, 'utf8')) as { gatewayUrl: string }).gatewayUrl;
-  } catch {
-    return undefined;
-  }
-  try {
-    const response = await fetch(`${gatewayUrl}/healthz`, { signal: AbortSignal.timeout(1_000) });
-    return response.ok ? gatewayUrl : undefined;
-  } catch {
-    return undefined;
-  }
 }

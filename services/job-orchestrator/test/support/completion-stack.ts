@@ -116,17 +116,6 @@ export async function startCompletionStack(
   });
   const signer = devnet.wallet(SERVICE_ACCOUNTS.signer);
   const facilitator = devnet.wallet(SERVICE_ACCOUNTS.facilitator);
-  const chainOf = (rpcUrl: string) => ({
-    rpcUrl,
-    chainId: devnet.anvil.chainId,
-    blockTimeSeconds: null,
-    contracts: {
-      jobRegistry: devnet.deployment.jobRegistryAddress,
-      workerRegistry: devnet.deployment.workerRegistryAddress,
-      deploymentBlock: devnet.deployment.deploymentBlock,
-    },
-    devnet: null,
-  });
   const logger = createLogger({
     service: 'orchestrator-test',
     level: process.env.TEST_LOG_LEVEL ?? 'silent',
@@ -142,7 +131,7 @@ export async function startCompletionStack(
             PAY_TO_ADDRESS: signer.address,
             TX_POLL_INTERVAL: '20ms',
           },
-          provided: { store: options.store, chain: chainOf(options.perCall.rpcUrl ?? devnet.anvil.rpcUrl) },
+          provided: { store: options.store, chain: devnet.connection(options.perCall.rpcUrl) },
           logger,
         },
       )
@@ -172,7 +161,7 @@ export async function startCompletionStack(
       provided: {
         store: options.store,
         bus,
-        chain: chainOf(devnet.anvil.rpcUrl),
+        chain: devnet.connection(),
       },
       logger,
     },

@@ -23,7 +23,7 @@ import {
   type VerifiedPayment,
   type VerifyPaymentResponse,
 } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
-import { runTarget, type ChainConnection, type RunningTarget } from '@svc/runtime';
+import { runTarget, type RunningTarget } from '@svc/runtime';
 import type { Devnet } from '@svc/testkit';
 import {
   chainIdOf,
@@ -62,21 +62,6 @@ export type PaymentSettlerClient = ServiceClient<
   typeof PaymentSettler extends GenService<infer S> ? S : never
 >;
 
-/** The chain connection the runner would open, pointing at the test devnet. */
-export function chainConnection(devnet: Devnet): ChainConnection {
-  return {
-    rpcUrl: devnet.anvil.rpcUrl,
-    chainId: devnet.anvil.chainId,
-    blockTimeSeconds: null,
-    contracts: {
-      jobRegistry: devnet.deployment.jobRegistryAddress,
-      workerRegistry: devnet.deployment.workerRegistryAddress,
-      deploymentBlock: devnet.deployment.deploymentBlock,
-    },
-    devnet: null,
-  };
-}
-
 /**
  * The per-call setup on chain: the service signer authorizes the facilitator as its delegate, and the
  * facilitator's operator accepts its offer.
@@ -113,7 +98,7 @@ export function runSettler(
     { name: 'payment-settler', modules: [paymentSettlerModule] },
     {
       env,
-      provided: { store, chain: chainConnection(devnet) },
+      provided: { store, chain: devnet.connection() },
       logger: createLogger({
         service: 'payment-settler-test',
         level: process.env.TEST_LOG_LEVEL ?? 'silent',
