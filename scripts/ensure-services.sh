@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure the PostgreSQL and Redis the tests use are up on this machine: starts them when installed
-# but stopped, installs them from Debian's packages when missing. Idempotent; safe to run every time.
+# but stopped, installs them from Debian's packages when missing; and that Debian's Chromium is there for
+# the browser tests. Idempotent; safe to run every time.
 set -euo pipefail
 
 pg_up() { (echo > /dev/tcp/127.0.0.1/5432) 2>/dev/null; }
@@ -45,3 +46,9 @@ if ! redis_up; then
   wait_for redis_up Redis
 fi
 echo "PostgreSQL and Redis are up"
+
+# The web console's tests drive Debian's Chromium with playwright-core (no browser download works here).
+if [ ! -x /usr/bin/chromium ]; then
+  echo "installing Chromium for the browser tests"
+  apt_install chromium
+fi

@@ -22,7 +22,7 @@ const services: Array<{ name: string; about: string; shape: ConfigShape }> = [
   },
   {
     name: 'gateway',
-    about: 'Public HTTP: `/api` sign-in and key routes, `/v1`, health.',
+    about: 'Public HTTP: `/api` sign-in, key and chain routes, `/v1`, health, and the web console at `/`.',
     shape: gatewayConfigShape,
   },
   {

@@ -92,7 +92,7 @@ function stackFile(overrides: Partial<StackFile> = {}): StackFile {
 const CLI = '/home/dev/svc/node_modules/.bin/svc';
 
 describe('startUpSummary', () => {
-  it('says where the API is, the models, the chain, the logs and the start-up time', () => {
+  it('says where the API and the console are, the models, the chain, the logs and the start-up time', () => {
     const summary = startUpSummary(stackFile(), {
       seconds: 12.345,
       logFile: '/state/logs/server.log',
@@ -101,6 +101,7 @@ describe('startUpSummary', () => {
     expect(summary).toContain('started in 12.3 s');
     expect(summary).toContain('http://127.0.0.1:8080/v1');
     expect(summary).toContain('http://127.0.0.1:8080/api');
+    expect(summary).toMatch(/^ {2}Console +http:\/\/127\.0\.0\.1:8080\/ /m);
     expect(summary).toContain('demo-small, demo-large');
     expect(summary).toContain('http://127.0.0.1:8545');
     expect(summary).toContain('chain id 31337');

@@ -102,6 +102,9 @@ interface GatewayChildSettings {
 /** The stub completion backend: the fixed list at once, and nothing else. */
 const fixedModels: CompletionBackend = {
   listModels: async () => MODELS,
+  describeChain: async () => {
+    throw new Error('the models benchmark reads no chain');
+  },
   quoteFee: async () => {
     throw new Error('the models benchmark runs no completions');
   },

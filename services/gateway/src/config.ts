@@ -60,6 +60,10 @@ export const gatewayConfigShape = {
   }),
   KEY_SERVICE_TIMEOUT: env.durationMs({ doc: 'Deadline of one call to the key-service.', default: '10s' }),
 
+  CONSOLE_DIR: env.optionalString({
+    doc: "Directory of the web console's build (`index.html`, `assets/`), served at `/`. Unset: the `dist` of the `@svc/console` package (`npm run generate -w @svc/console` builds it); while it holds no `index.html`, `/` answers 404 `not_found` saying so. `off`: no console, `/` is an unknown path.",
+  }),
+
   API_BODY_LIMIT: env.string({ doc: 'Largest JSON body the `/api` routes read.', default: '16kb' }),
   KEY_ROUTES_RATE_LIMIT: env.int({
     doc: 'Calls one wallet may make to the `/api/api-keys` routes per KEY_ROUTES_RATE_WINDOW, over all replicas.',
@@ -68,7 +72,7 @@ export const gatewayConfigShape = {
   }),
   KEY_ROUTES_RATE_WINDOW: env.durationMs({ doc: 'Window of KEY_ROUTES_RATE_LIMIT.', default: '1m' }),
   SIGN_IN_RATE_LIMIT: env.int({
-    doc: 'Calls one client address may make to `/api/auth/challenge` and `/api/auth/verify` together per SIGN_IN_RATE_WINDOW.',
+    doc: 'Calls one client address may make to `/api/auth/challenge` and `/api/auth/verify` together per SIGN_IN_RATE_WINDOW; as many again to `/api/chain`, counted apart.',
     default: 60,
     min: 1,
   }),

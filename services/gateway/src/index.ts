@@ -9,5 +9,6 @@ export type {
   CompletionRequest,
   JobDescription,
   ModelListing,
+  PaymentChain,
 } from './v1/completion-backend.js';
 export { gatewayModule, type GatewayInstance } from './module.js';

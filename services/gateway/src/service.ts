@@ -4,6 +4,7 @@ import { apiRouter } from './api/api-router.js';
 import { trustProxySetting, type GatewayConfig } from './config.js';
 import { logRequests } from './http/access-log.js';
 import { apiErrorHandler, apiRouteNotFound } from './http/api-errors.js';
+import { CONSOLE_OFF, consoleDirectory, consoleRoutes } from './http/console-routes.js';
 import { healthRoutes } from './http/health-routes.js';
 import { securityHeaders } from './http/security-headers.js';
 import { assignRequestId, bindRequestContext } from './http/request-context.js';
@@ -109,6 +110,7 @@ export function buildGatewayApp(ports: GatewayPorts): Express {
     '/api',
     apiRouter({
       keyService,
+      completions: ports.completions,
       rateWindows: store.rateWindows,
       logger,
       settings: {
@@ -134,6 +136,9 @@ export function buildGatewayApp(ports: GatewayPorts): Express {
       logger,
     }),
   );
+  // The web console at `/`, under a policy of its own; last, as it serves only paths nothing above has.
+  if (config.CONSOLE_DIR === CONSOLE_OFF) logger.info('the web console is off (CONSOLE_DIR=off)');
+  else app.use(consoleRoutes({ dir: consoleDirectory(config.CONSOLE_DIR), logger }));
   // Any other path answers JSON like `/api` does, never express's HTML page.
   app.use(apiRouteNotFound(), apiErrorHandler(logger));
   return app;

@@ -14,6 +14,7 @@ import type {
   CompletionEvent,
   JobDescription,
   ModelListing,
+  PaymentChain,
 } from '../src/v1/completion-backend.js';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 import { call, randomWallet, signInOverHttp } from './support/http.js';
@@ -45,6 +46,10 @@ const PIECE_INTERVAL_MS = 100;
 class SlowStreamBackend implements CompletionBackend {
   async listModels(): Promise<readonly ModelListing[]> {
     return [{ id: 'slow' }];
+  }
+
+  async describeChain(): Promise<PaymentChain> {
+    return { chainId: 31337, jobRegistry: `0x${'44'.repeat(20)}`, delegate: undefined };
   }
 
   async quoteFee(): Promise<bigint> {

@@ -14,8 +14,8 @@ import { sendRaw, type RawAnswer, type RawRequest } from './support/raw-http.js'
 import { createTestStore, type TestStore } from './support/test-store.js';
 
 // Malformed input of every kind, on every route, with and without valid credentials, must be answered
-// with a 4xx in the route's documented error shape (or, for a valid completion on this server without a
-// backend, 503 not_configured), and must never be logged as a server failure.
+// with a 4xx in the route's documented error shape (or, for a valid completion or `/api/chain` on this
+// server without a backend, 503 not_configured), and must never be logged as a server failure.
 
 interface LogLine {
   readonly level: string;
@@ -109,6 +109,7 @@ const API_ERROR_CODES = new Set([
   'api_key_revoked',
   'api_key_active',
   'rate_limit_exceeded',
+  'not_configured',
   'not_found',
 ]);
 
@@ -120,15 +121,21 @@ function surfaceOf(path: string): 'api' | 'v1' | 'root' {
 
 /**
  * Why an answer breaks the contract, or undefined when it keeps it: no 5xx (but 503 not_configured for a
- * completion here), and every error a JSON body in its surface's documented shape.
+ * completion or the chain here), and every error a JSON body in its surface's documented shape.
  */
 function contractBreach(raw: RawRequest, answer: RawAnswer): string | undefined {
   const surface = surfaceOf(raw.path);
-  const isCompletion = raw.path.toLowerCase().split('?')[0]?.replace(/\/+$/, '') === '/v1/chat/completions';
+  const route = raw.path.toLowerCase().split('?')[0]?.replace(/\/+$/, '');
+  const isCompletion = route === '/v1/chat/completions';
+  // Without a backend this server names no chain: a body-less HEAD shows only the status.
+  const isChain = route === '/api/chain';
   if (answer.status < 400) return undefined;
   // Node's own refusals, before any route sees the request (headers too large, too slow), carry no body.
   if (answer.text === '' && [408, 431].includes(answer.status)) return undefined;
-  if (raw.method === 'HEAD') return answer.status >= 500 ? `HEAD answered ${answer.status}` : undefined;
+  if (raw.method === 'HEAD')
+    return answer.status >= 500 && !(isChain && answer.status === 503)
+      ? `HEAD answered ${answer.status}`
+      : undefined;
   if (!String(answer.headers['content-type']).startsWith('application/json'))
     return `error ${answer.status} is not JSON: ${answer.headers['content-type']} ${answer.text.slice(0, 200)}`;
   let body: unknown;
@@ -151,8 +158,9 @@ function contractBreach(raw: RawRequest, answer: RawAnswer): string | undefined 
       return `answered ${answer.status}: ${answer.text.slice(0, 200)}`;
     return undefined;
   }
-  if (answer.status >= 500) return `answered ${answer.status}: ${answer.text.slice(0, 200)}`;
   const { error, message, ...rest } = body as Record<string, unknown>;
+  if (answer.status >= 500 && !(isChain && answer.status === 503 && error === 'not_configured'))
+    return `answered ${answer.status}: ${answer.text.slice(0, 200)}`;
   if (typeof error !== 'string' || !API_ERROR_CODES.has(error) || typeof message !== 'string')
     return `not an { error, message } body: ${answer.text.slice(0, 200)}`;
   if (Object.keys(rest).length > 0) return `extra fields in ${answer.text.slice(0, 200)}`;
@@ -484,6 +492,9 @@ const path = fc.oneof(
     '/readyz',
     '/api/auth/verify',
     '/api/api-keys',
+    '/api/chain',
+    '/',
+    '/index.html',
     '/v1/models',
     '/v1/chat/completions',
   ),
@@ -496,7 +507,7 @@ const path = fc.oneof(
   segment.map((id) => `/api/api-keys/${id}`),
   segment.map((id) => `/api/api-keys/${id}/revoke`),
   fc
-    .tuple(fc.constantFrom('', '/api', '/v1', '/API', '/V1', '/api/auth', '/v1/chat'), segment)
+    .tuple(fc.constantFrom('', '/api', '/v1', '/API', '/V1', '/api/auth', '/v1/chat', '/assets'), segment)
     .map(([prefix, rest]) => `${prefix}/${rest}`),
 );
 
@@ -600,7 +611,7 @@ function rawOf(fuzzed: FuzzedRequest): RawRequest {
 }
 
 describe('every route under fuzzed input', () => {
-  it('never answers 5xx (but 503 not_configured to a valid completion) and keeps the error shapes', async () => {
+  it('never answers 5xx (but 503 not_configured to a valid completion or the chain) and keeps the error shapes', async () => {
     const statuses = new Map<number, number>();
     await fc.assert(
       fc.asyncProperty(fuzzedRequest, async (fuzzed) => {

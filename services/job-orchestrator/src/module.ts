@@ -69,7 +69,14 @@ export const jobOrchestratorModule = defineModule({
           logger.warn('SERVICE_SIGNER_PRIVATE_KEY is not set: completions answer 503 not_configured');
         }
         grpc.add(WorkerLink, parts.linkServer.handlers);
-        grpc.add(JobOrchestrator, jobOrchestratorHandlers(parts.catalogue, parts.completions?.runner));
+        grpc.add(
+          JobOrchestrator,
+          jobOrchestratorHandlers(parts.catalogue, parts.completions?.runner, {
+            chainId: BigInt(chain.chainId),
+            jobRegistry: client.addresses.jobRegistry,
+            delegate: parts.completions?.chain.principal,
+          }),
+        );
         logger.info(
           {
             heartbeatIntervalMs: config.LINK_HEARTBEAT_INTERVAL,

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import type { Wallet } from 'ethers';
+import { getAddress, type Wallet } from 'ethers';
 import { createLogger, MemoryStore } from '@svc/platform';
 import { closeClient, createClient } from '@svc/proto';
 import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
@@ -34,7 +34,8 @@ beforeAll(async () => {
           chainId: net.anvil.chainId,
           blockTimeSeconds: null,
           contracts: {
-            jobRegistry: net.deployment.jobRegistryAddress,
+            // Lowercase, as a config may hold it: DescribeChain answers it EIP-55 checksummed.
+            jobRegistry: net.deployment.jobRegistryAddress.toLowerCase(),
             workerRegistry: net.deployment.workerRegistryAddress,
             deploymentBlock: net.deployment.deploymentBlock,
           },
@@ -65,6 +66,19 @@ describe('jobOrchestratorModule', () => {
         case: 'failed',
         value: { error: { code: 'not_configured' }, jobSubmitted: false },
       });
+    } finally {
+      closeClient(client);
+    }
+  });
+
+  it('describes its chain with no delegate when it has no service signer', async () => {
+    const client = createClient(JobOrchestrator, running.grpcAddress!);
+    try {
+      const described = await client.describeChain({});
+      expect(described.chainId).toBe(BigInt(devnet().anvil.chainId));
+      expect(described.jobRegistry?.hex).toBe(getAddress(devnet().deployment.jobRegistryAddress));
+      expect(described.jobRegistry?.hex).not.toBe(described.jobRegistry?.hex.toLowerCase());
+      expect(described.delegate).toBeUndefined();
     } finally {
       closeClient(client);
     }

@@ -1,8 +1,8 @@
 import type { StackFile } from '../stack-file-format.js';
 
 /**
- * The summary `npm start` prints once everything is up: where the API is, the models, the demo wallet
- * with its dev key, and the next three commands.
+ * The summary `npm start` prints once everything is up: where the API and the console are, the models,
+ * the demo wallet with its dev key, and the next three commands.
  */
 export function startUpSummary(
   stack: StackFile,
@@ -19,6 +19,7 @@ export function startUpSummary(
     `svc is up (started in ${details.seconds.toFixed(1)} s)`,
     '',
     `  API          ${stack.gatewayUrl}/v1  (OpenAI-compatible; sign-in and keys under ${stack.gatewayUrl}/api)`,
+    `  Console      ${stack.gatewayUrl}/  (in a browser with a wallet: keys, balance, a playground)`,
     `  Models       ${stack.models.join(', ') || '(none yet)'}`,
     `  Chain        ${stack.rpcUrl}  (chain id ${stack.chainId}, JobRegistry ${stack.contracts.jobRegistry})`,
   ];

@@ -244,6 +244,7 @@ export const API_ERRORS = {
     httpStatus: 503,
     openaiType: server,
     v1Code: 'not_configured',
+    apiCode: 'not_configured',
     grpcStatus: GrpcStatus.UNAVAILABLE,
     message: 'Completions are off on this server.',
   },

@@ -5,7 +5,9 @@ import { clientNetwork } from '../http/client-address.js';
 import { rateLimited } from '../http/rate-limit.js';
 import { bindRequestContext } from '../http/request-context.js';
 import type { KeyServiceClient } from '../key-service-client.js';
+import type { CompletionBackend } from '../v1/completion-backend.js';
 import { apiKeyRoutes } from './api-key-routes.js';
+import { describeChainHandler } from './chain-route.js';
 import { signInRoutes } from './sign-in-routes.js';
 import { requireWalletSignIn, signedInWallet } from './wallet-sign-in.js';
 
@@ -19,17 +21,27 @@ export interface ApiRouterSettings {
 
 export interface ApiRouterPorts {
   readonly keyService: KeyServiceClient;
+  /** Names the chain of `GET /chain`; without one it answers 503 `not_configured`. */
+  readonly completions?: CompletionBackend;
   readonly rateWindows: RateWindows;
   readonly logger: Logger;
   readonly settings: ApiRouterSettings;
 }
 
-/** Everything under `/api`: sign-in, key management, and their `{ error, message }` error shape. */
-export function apiRouter({ keyService, rateWindows, logger, settings }: ApiRouterPorts): Router {
+/** Everything under `/api`: sign-in, key management, the chain, and their `{ error, message }` error shape. */
+export function apiRouter({
+  keyService,
+  completions,
+  rateWindows,
+  logger,
+  settings,
+}: ApiRouterPorts): Router {
   const router = Router();
   // The app binds each request's logging context before it mounts this router (see buildGatewayApp).
   router.use((_req, res, next) => {
-    // Sign-in tokens and freshly minted keys must never sit in a shared cache.
+    // Sign-in tokens and freshly minted keys must never sit in a shared cache. `/chain` too: a console
+    // reads it once per load, and a cached delegate outliving a change of signer would have wallets
+    // authorize an address the service no longer uses.
     res.setHeader('cache-control', 'no-store');
     next();
   });
@@ -49,6 +61,19 @@ export function apiRouter({ keyService, rateWindows, logger, settings }: ApiRout
     }),
     readJsonBody,
     signInRoutes(keyService),
+  );
+  // Public, so counted per client address like sign-in, in a window of its own: loading the console must
+  // not spend the address's sign-in budget.
+  router.get(
+    '/chain',
+    rateLimited(rateWindows, {
+      name: 'chain:ip',
+      limit: settings.signInRateLimit,
+      windowMs: settings.signInRateWindowMs,
+      subject: clientNetwork,
+      refusal: 'Too many chain lookups from this address',
+    }),
+    describeChainHandler(completions),
   );
   router.use(
     '/api-keys',

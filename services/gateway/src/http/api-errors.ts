@@ -7,7 +7,7 @@ import {
   type Logger,
 } from '@svc/platform';
 import { isRpcError } from '@svc/proto';
-import type { ErrorRequestHandler, RequestHandler } from 'express';
+import type { ErrorRequestHandler, RequestHandler, Response } from 'express';
 
 /**
  * An error the HTTP layer raised about the request itself, carrying a 4xx status: a body the parser refused
@@ -65,13 +65,17 @@ export function toApiError(error: unknown): AppError {
   if (isAppError(error)) appError = error;
   else if (isRpcError(error)) appError = appErrorFromRpc(error);
   else appError = requestReadError(error) ?? new AppError('internal', { cause: error });
-  // A code that has no `/api` spelling (a `/v1` error, say) is a bug behind the route, not the caller's fault.
-  if (appError.spec.apiCode === undefined || appError.httpStatus >= 500)
+  // A code that has no `/api` spelling (a `/v1` error, say) is a bug behind the route, not the caller's
+  // fault; a 500 is answered with the catalogue's words, never the message of what failed.
+  if (appError.spec.apiCode === undefined || appError.code === 'internal')
     return new AppError('internal', { cause: error });
   return appError;
 }
 
-/** Answers errors as `{ error, message }`; a 500 says nothing of its cause, which goes to the log. */
+/**
+ * Answers errors as `{ error, message }`; a 500 says nothing of its cause, which goes to the log. A 503
+ * `not_configured` is how the server is set up, not a failure: it is not logged.
+ */
 export function apiErrorHandler(logger: Logger): ErrorRequestHandler {
   return (error: unknown, req, res, next) => {
     if (res.headersSent) {
@@ -79,7 +83,7 @@ export function apiErrorHandler(logger: Logger): ErrorRequestHandler {
       return;
     }
     const apiError = toApiError(error);
-    if (apiError.httpStatus >= 500)
+    if (apiError.code === 'internal')
       logger.error({ err: error, method: req.method, path: req.path }, 'unexpected error on /api');
     res.status(apiError.httpStatus).set(errorHeaders(apiError)).json(apiErrorBody(apiError));
   };
@@ -91,8 +95,11 @@ export function apiErrorHandler(logger: Logger): ErrorRequestHandler {
  */
 export function apiRouteNotFound(): RequestHandler {
   return (req, res) => {
-    res
-      .status(404)
-      .json({ error: 'not_found', message: `No route ${req.method} ${req.baseUrl}${req.path}.` });
+    answerNotFound(res, `No route ${req.method} ${req.baseUrl}${req.path}.`);
   };
+}
+
+/** A 404 `not_found` in the `/api` shape: a path the server does not serve here, never a resource. */
+export function answerNotFound(res: Response, message: string): void {
+  res.status(404).json({ error: 'not_found', message });
 }

@@ -100,9 +100,21 @@ export type CompletionEvent =
       readonly jobSubmitted: boolean;
     };
 
+/** The chain completions are paid on: what a wallet needs to read its own balance and authorization. */
+export interface PaymentChain {
+  /** The EIP-155 chain id. */
+  readonly chainId: number;
+  /** JobRegistry, EIP-55 checksummed. */
+  readonly jobRegistry: string;
+  /** The delegate wallets authorize (the service's signer), EIP-55 checksummed; undefined without one. */
+  readonly delegate: string | undefined;
+}
+
 export interface CompletionBackend {
   /** The models served by at least one worker right now. */
   listModels(): Promise<readonly ModelListing[]>;
+  /** The chain, JobRegistry and delegate the backend's completions are paid through. */
+  describeChain(): Promise<PaymentChain>;
   /** The current job fee of a model, reserved against the key's cap; `model_not_found` for an unknown one. */
   quoteFee(model: string): Promise<bigint>;
   /**

@@ -24,6 +24,7 @@ import type {
   CompletionRequest,
   JobDescription,
   ModelListing,
+  PaymentChain,
 } from './completion-backend.js';
 
 export type JobOrchestratorMethods = typeof JobOrchestrator extends GenService<infer S> ? S : never;
@@ -50,6 +51,20 @@ export class OrchestratorBackend implements CompletionBackend {
   async listModels(): Promise<readonly ModelListing[]> {
     const { models } = await this.orchestrator.listModels({}).catch(asAppError);
     return models.map((model) => ({ id: model.id }));
+  }
+
+  async describeChain(): Promise<PaymentChain> {
+    const described = await this.orchestrator.describeChain({}).catch(asAppError);
+    // `chainId` is a JSON number: every chain in use fits one exactly. One that does not is refused, never
+    // rounded into the id of another chain.
+    if (described.chainId > BigInt(Number.MAX_SAFE_INTEGER))
+      throw new Error(`the job-orchestrator sent chain id ${described.chainId}, beyond a JSON number`);
+    if (described.jobRegistry === undefined) throw new Error('the job-orchestrator sent no job_registry');
+    return {
+      chainId: Number(described.chainId),
+      jobRegistry: described.jobRegistry.hex,
+      delegate: described.delegate?.hex,
+    };
   }
 
   async quoteFee(model: string): Promise<bigint> {

@@ -79,6 +79,9 @@ beforeAll(async () => {
     async listModels() {
       return { models: [{ id: 'echo:1b' }, { id: 'llama3.2:1b' }] };
     },
+    async describeChain() {
+      return { chainId: 31337n, jobRegistry: { hex: `0x${'44'.repeat(20)}` } };
+    },
     async quoteFee({ model }) {
       if (model === 'missing') throw new AppError('model_not_found');
       return { feeWei: { decimal: FEE.toString() } };

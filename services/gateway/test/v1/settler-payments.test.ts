@@ -114,6 +114,9 @@ beforeAll(async () => {
     async listModels() {
       return { models: [{ id: 'echo:1b' }] };
     },
+    async describeChain() {
+      return { chainId: 31337n, jobRegistry: { hex: `0x${'44'.repeat(20)}` } };
+    },
     async quoteFee() {
       return { feeWei: { decimal: FEE.toString() } };
     },

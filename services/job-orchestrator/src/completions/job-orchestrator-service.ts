@@ -1,5 +1,6 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { GenService } from '@bufbuild/protobuf/codegenv2';
+import { getAddress } from 'ethers';
 import { AppError, type AppError as AppErrorType } from '@svc/platform';
 import type { CallContext, ServiceImpl } from '@svc/proto';
 import { ChatRole } from '@svc/proto/gen/svc/common/v1/chat_pb';
@@ -30,11 +31,26 @@ const ROLES: Partial<Record<ChatRole, PromptRole>> = {
   [ChatRole.ASSISTANT]: 'assistant',
 };
 
-/** The JobOrchestrator gRPC service over the catalogue and the completion runner. */
+/** The chain completions are paid on, as `DescribeChain` names it. */
+export interface PaymentChain {
+  readonly chainId: bigint;
+  readonly jobRegistry: string;
+  /** The service's principal, which wallets authorize as their delegate; undefined without a signer. */
+  readonly delegate: string | undefined;
+}
+
+/** The JobOrchestrator gRPC service over the catalogue, the completion runner and the chain they use. */
 export function jobOrchestratorHandlers(
   catalogue: ModelCatalogue,
   runner: CompletionRunner | undefined,
+  chain: PaymentChain,
 ): ServiceImpl<Methods> {
+  // Checksummed once: a wallet's UI shows these addresses, and EIP-55 lets it catch a mangled one.
+  const described = {
+    chainId: chain.chainId,
+    jobRegistry: { hex: getAddress(chain.jobRegistry) },
+    ...(chain.delegate !== undefined ? { delegate: { hex: getAddress(chain.delegate) } } : {}),
+  };
   return {
     async listModels() {
       const models = await catalogue.runnable();
@@ -43,6 +59,9 @@ export function jobOrchestratorHandlers(
     async quoteFee(request) {
       const model = await catalogue.model(request.model);
       return { feeWei: { decimal: model.fee.toString() } };
+    },
+    async describeChain() {
+      return described;
     },
     runCompletion: (request, context) => runCompletion(runner, request, context),
   };

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { parseEther } from 'ethers';
+import { getAddress, parseEther } from 'ethers';
 import { JobState, MAX_PROMPT_PLAINTEXT_BYTES } from '@svc/chain';
 import { connectJobRegistry } from '@svc/contracts';
 import { MemoryStore } from '@svc/platform';
@@ -262,6 +262,16 @@ describe('ListModels and QuoteFee', () => {
     await expect(stack.client.quoteFee({ model: 'nope' })).rejects.toMatchObject({
       status: 5,
       appCode: 'model_not_found',
+    });
+  });
+});
+
+describe('DescribeChain', () => {
+  it('names the chain id, JobRegistry and the service signer as the delegate, checksummed', async () => {
+    expect(await stack.client.describeChain({})).toMatchObject({
+      chainId: BigInt(devnet().anvil.chainId),
+      jobRegistry: { hex: getAddress(devnet().deployment.jobRegistryAddress) },
+      delegate: { hex: getAddress(stack.signer) },
     });
   });
 });

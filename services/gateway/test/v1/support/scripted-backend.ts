@@ -7,11 +7,18 @@ import type {
   DelegatePayment,
   JobDescription,
   ModelListing,
+  PaymentChain,
   PrepaidDebitPayment,
 } from '../../../src/v1/completion-backend.js';
 
 export const FEE_WEI = 1_000n;
 export const CHARGED_WEI = 900n;
+
+export const CHAIN: PaymentChain = {
+  chainId: 31337,
+  jobRegistry: '0x5FbDB2315678afecb367f032d93F642f64180aa3',
+  delegate: '0x70997970C51812dc3A010C7d01b50e0d17dc79C8',
+};
 
 export const JOB: JobDescription = {
   jobId: '42',
@@ -65,6 +72,10 @@ export class ScriptedBackend implements CompletionBackend {
 
   async listModels(): Promise<readonly ModelListing[]> {
     return [{ id: 'echo:1b', created: 1_700_000_000, ownedBy: 'worker-pool' }, { id: 'hold' }];
+  }
+
+  async describeChain(): Promise<PaymentChain> {
+    return CHAIN;
   }
 
   async quoteFee(model: string): Promise<bigint> {

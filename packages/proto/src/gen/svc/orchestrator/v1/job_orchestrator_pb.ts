@@ -21,7 +21,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file svc/orchestrator/v1/job_orchestrator.proto.
  */
 export const file_svc_orchestrator_v1_job_orchestrator: GenFile = /*@__PURE__*/
-  fileDesc("CipzdmMvb3JjaGVzdHJhdG9yL3YxL2pvYl9vcmNoZXN0cmF0b3IucHJvdG8SE3N2Yy5vcmNoZXN0cmF0b3IudjEiEwoRTGlzdE1vZGVsc1JlcXVlc3QiQAoSTGlzdE1vZGVsc1Jlc3BvbnNlEioKBm1vZGVscxgBIAMoCzIaLnN2Yy5vcmNoZXN0cmF0b3IudjEuTW9kZWwiEwoFTW9kZWwSCgoCaWQYASABKAkiIAoPUXVvdGVGZWVSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJIjcKEFF1b3RlRmVlUmVzcG9uc2USIwoHZmVlX3dlaRgBIAEoCzISLnN2Yy5jb21tb24udjEuV2VpIpgCChRSdW5Db21wbGV0aW9uUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEjgKCGRlbGVnYXRlGAIgASgLMiQuc3ZjLm9yY2hlc3RyYXRvci52MS5EZWxlZ2F0ZVBheW1lbnRIABJBCg1wcmVwYWlkX2RlYml0GAMgASgLMiguc3ZjLm9yY2hlc3RyYXRvci52MS5QcmVwYWlkRGViaXRQYXltZW50SAASDQoFbW9kZWwYBCABKAkSLAoIbWVzc2FnZXMYBSADKAsyGi5zdmMuY29tbW9uLnYxLkNoYXRNZXNzYWdlEhcKD2NvbnZlcnNhdGlvbl9pZBgGIAEoCRIOCgZzdHJlYW0YByABKAhCCQoHcGF5bWVudCKKAQoPRGVsZWdhdGVQYXltZW50EiYKBndhbGxldBgBIAEoCzIWLnN2Yy5jb21tb24udjEuQWRkcmVzcxIOCgZrZXlfaWQYAiABKAkSFgoOcmVzZXJ2YXRpb25faWQYAyABKAkSJwoLbWF4X2ZlZV93ZWkYBCABKAsyEi5zdmMuY29tbW9uLnYxLldlaSKyAQoTUHJlcGFpZERlYml0UGF5bWVudBIeChZwYXltZW50X3Jlc2VydmF0aW9uX2lkGAEgASgJEiUKBXBheWVyGAIgASgLMhYuc3ZjLmNvbW1vbi52MS5BZGRyZXNzEiYKCmFtb3VudF93ZWkYAyABKAsyEi5zdmMuY29tbW9uLnYxLldlaRIOCgZrZXlfaWQYBCABKAkSHAoUc3BlbmRfcmVzZXJ2YXRpb25faWQYBSABKAkixwIKFVJ1bkNvbXBsZXRpb25SZXNwb25zZRI5CgdzdGFydGVkGAEgASgLMiYuc3ZjLm9yY2hlc3RyYXRvci52MS5Db21wbGV0aW9uU3RhcnRlZEgAEjUKBWRlbHRhGAIgASgLMiQuc3ZjLm9yY2hlc3RyYXRvci52MS5Db21wbGV0aW9uRGVsdGFIABI9Cgljb21wbGV0ZWQYAyABKAsyKC5zdmMub3JjaGVzdHJhdG9yLnYxLkNvbXBsZXRpb25Db21wbGV0ZWRIABI3CgZmYWlsZWQYBCABKAsyJS5zdmMub3JjaGVzdHJhdG9yLnYxLkNvbXBsZXRpb25GYWlsZWRIABI7CghyZXRyeWluZxgFIAEoCzInLnN2Yy5vcmNoZXN0cmF0b3IudjEuQ29tcGxldGlvblJldHJ5aW5nSABCBwoFZXZlbnQiZQoRQ29tcGxldGlvblN0YXJ0ZWQSKwoHc2VydmljZRgBIAEoCzIaLnN2Yy5jb21tb24udjEuU2VydmljZUluZm8SIwoHZmVlX3dlaRgCIAEoCzISLnN2Yy5jb21tb24udjEuV2VpIh8KD0NvbXBsZXRpb25EZWx0YRIMCgR0ZXh0GAEgASgJInkKE0NvbXBsZXRpb25Db21wbGV0ZWQSDAoEdGV4dBgBIAEoCRIrCgdzZXJ2aWNlGAIgASgLMhouc3ZjLmNvbW1vbi52MS5TZXJ2aWNlSW5mbxInCgtjaGFyZ2VkX3dlaRgDIAEoCzISLnN2Yy5jb21tb24udjEuV2VpIlgKEENvbXBsZXRpb25GYWlsZWQSLQoFZXJyb3IYASABKAsyHi5zdmMuY29tbW9uLnYxLkFwaUVycm9yRGV0YWlscxIVCg1qb2Jfc3VibWl0dGVkGAIgASgIIlEKEkNvbXBsZXRpb25SZXRyeWluZxIOCgZqb2JfaWQYASABKAkSFgoOZmFpbGVkX2F0dGVtcHQYAiABKA0SEwoLcmVhc29uX2NvZGUYAyABKAkyswIKD0pvYk9yY2hlc3RyYXRvchJdCgpMaXN0TW9kZWxzEiYuc3ZjLm9yY2hlc3RyYXRvci52MS5MaXN0TW9kZWxzUmVxdWVzdBonLnN2Yy5vcmNoZXN0cmF0b3IudjEuTGlzdE1vZGVsc1Jlc3BvbnNlElcKCFF1b3RlRmVlEiQuc3ZjLm9yY2hlc3RyYXRvci52MS5RdW90ZUZlZVJlcXVlc3QaJS5zdmMub3JjaGVzdHJhdG9yLnYxLlF1b3RlRmVlUmVzcG9uc2USaAoNUnVuQ29tcGxldGlvbhIpLnN2Yy5vcmNoZXN0cmF0b3IudjEuUnVuQ29tcGxldGlvblJlcXVlc3QaKi5zdmMub3JjaGVzdHJhdG9yLnYxLlJ1bkNvbXBsZXRpb25SZXNwb25zZTABYgZwcm90bzM", [file_svc_common_v1_chain, file_svc_common_v1_chat, file_svc_common_v1_error, file_svc_common_v1_service_info]);
+  fileDesc("CipzdmMvb3JjaGVzdHJhdG9yL3YxL2pvYl9vcmNoZXN0cmF0b3IucHJvdG8SE3N2Yy5vcmNoZXN0cmF0b3IudjEiEwoRTGlzdE1vZGVsc1JlcXVlc3QiQAoSTGlzdE1vZGVsc1Jlc3BvbnNlEioKBm1vZGVscxgBIAMoCzIaLnN2Yy5vcmNoZXN0cmF0b3IudjEuTW9kZWwiEwoFTW9kZWwSCgoCaWQYASABKAkiIAoPUXVvdGVGZWVSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJIjcKEFF1b3RlRmVlUmVzcG9uc2USIwoHZmVlX3dlaRgBIAEoCzISLnN2Yy5jb21tb24udjEuV2VpIhYKFERlc2NyaWJlQ2hhaW5SZXF1ZXN0IoEBChVEZXNjcmliZUNoYWluUmVzcG9uc2USEAoIY2hhaW5faWQYASABKAQSLAoMam9iX3JlZ2lzdHJ5GAIgASgLMhYuc3ZjLmNvbW1vbi52MS5BZGRyZXNzEigKCGRlbGVnYXRlGAMgASgLMhYuc3ZjLmNvbW1vbi52MS5BZGRyZXNzIpgCChRSdW5Db21wbGV0aW9uUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEjgKCGRlbGVnYXRlGAIgASgLMiQuc3ZjLm9yY2hlc3RyYXRvci52MS5EZWxlZ2F0ZVBheW1lbnRIABJBCg1wcmVwYWlkX2RlYml0GAMgASgLMiguc3ZjLm9yY2hlc3RyYXRvci52MS5QcmVwYWlkRGViaXRQYXltZW50SAASDQoFbW9kZWwYBCABKAkSLAoIbWVzc2FnZXMYBSADKAsyGi5zdmMuY29tbW9uLnYxLkNoYXRNZXNzYWdlEhcKD2NvbnZlcnNhdGlvbl9pZBgGIAEoCRIOCgZzdHJlYW0YByABKAhCCQoHcGF5bWVudCKKAQoPRGVsZWdhdGVQYXltZW50EiYKBndhbGxldBgBIAEoCzIWLnN2Yy5jb21tb24udjEuQWRkcmVzcxIOCgZrZXlfaWQYAiABKAkSFgoOcmVzZXJ2YXRpb25faWQYAyABKAkSJwoLbWF4X2ZlZV93ZWkYBCABKAsyEi5zdmMuY29tbW9uLnYxLldlaSKyAQoTUHJlcGFpZERlYml0UGF5bWVudBIeChZwYXltZW50X3Jlc2VydmF0aW9uX2lkGAEgASgJEiUKBXBheWVyGAIgASgLMhYuc3ZjLmNvbW1vbi52MS5BZGRyZXNzEiYKCmFtb3VudF93ZWkYAyABKAsyEi5zdmMuY29tbW9uLnYxLldlaRIOCgZrZXlfaWQYBCABKAkSHAoUc3BlbmRfcmVzZXJ2YXRpb25faWQYBSABKAkixwIKFVJ1bkNvbXBsZXRpb25SZXNwb25zZRI5CgdzdGFydGVkGAEgASgLMiYuc3ZjLm9yY2hlc3RyYXRvci52MS5Db21wbGV0aW9uU3RhcnRlZEgAEjUKBWRlbHRhGAIgASgLMiQuc3ZjLm9yY2hlc3RyYXRvci52MS5Db21wbGV0aW9uRGVsdGFIABI9Cgljb21wbGV0ZWQYAyABKAsyKC5zdmMub3JjaGVzdHJhdG9yLnYxLkNvbXBsZXRpb25Db21wbGV0ZWRIABI3CgZmYWlsZWQYBCABKAsyJS5zdmMub3JjaGVzdHJhdG9yLnYxLkNvbXBsZXRpb25GYWlsZWRIABI7CghyZXRyeWluZxgFIAEoCzInLnN2Yy5vcmNoZXN0cmF0b3IudjEuQ29tcGxldGlvblJldHJ5aW5nSABCBwoFZXZlbnQiZQoRQ29tcGxldGlvblN0YXJ0ZWQSKwoHc2VydmljZRgBIAEoCzIaLnN2Yy5jb21tb24udjEuU2VydmljZUluZm8SIwoHZmVlX3dlaRgCIAEoCzISLnN2Yy5jb21tb24udjEuV2VpIh8KD0NvbXBsZXRpb25EZWx0YRIMCgR0ZXh0GAEgASgJInkKE0NvbXBsZXRpb25Db21wbGV0ZWQSDAoEdGV4dBgBIAEoCRIrCgdzZXJ2aWNlGAIgASgLMhouc3ZjLmNvbW1vbi52MS5TZXJ2aWNlSW5mbxInCgtjaGFyZ2VkX3dlaRgDIAEoCzISLnN2Yy5jb21tb24udjEuV2VpIlgKEENvbXBsZXRpb25GYWlsZWQSLQoFZXJyb3IYASABKAsyHi5zdmMuY29tbW9uLnYxLkFwaUVycm9yRGV0YWlscxIVCg1qb2Jfc3VibWl0dGVkGAIgASgIIlEKEkNvbXBsZXRpb25SZXRyeWluZxIOCgZqb2JfaWQYASABKAkSFgoOZmFpbGVkX2F0dGVtcHQYAiABKA0SEwoLcmVhc29uX2NvZGUYAyABKAkymwMKD0pvYk9yY2hlc3RyYXRvchJdCgpMaXN0TW9kZWxzEiYuc3ZjLm9yY2hlc3RyYXRvci52MS5MaXN0TW9kZWxzUmVxdWVzdBonLnN2Yy5vcmNoZXN0cmF0b3IudjEuTGlzdE1vZGVsc1Jlc3BvbnNlElcKCFF1b3RlRmVlEiQuc3ZjLm9yY2hlc3RyYXRvci52MS5RdW90ZUZlZVJlcXVlc3QaJS5zdmMub3JjaGVzdHJhdG9yLnYxLlF1b3RlRmVlUmVzcG9uc2USZgoNRGVzY3JpYmVDaGFpbhIpLnN2Yy5vcmNoZXN0cmF0b3IudjEuRGVzY3JpYmVDaGFpblJlcXVlc3QaKi5zdmMub3JjaGVzdHJhdG9yLnYxLkRlc2NyaWJlQ2hhaW5SZXNwb25zZRJoCg1SdW5Db21wbGV0aW9uEikuc3ZjLm9yY2hlc3RyYXRvci52MS5SdW5Db21wbGV0aW9uUmVxdWVzdBoqLnN2Yy5vcmNoZXN0cmF0b3IudjEuUnVuQ29tcGxldGlvblJlc3BvbnNlMAFiBnByb3RvMw", [file_svc_common_v1_chain, file_svc_common_v1_chat, file_svc_common_v1_error, file_svc_common_v1_service_info]);
 
 /**
  * Asks for the models that can run now.
@@ -123,6 +123,57 @@ export const QuoteFeeResponseSchema: GenMessage<QuoteFeeResponse> = /*@__PURE__*
   messageDesc(file_svc_orchestrator_v1_job_orchestrator, 4);
 
 /**
+ * Asks which chain and contract completions are paid on.
+ *
+ * @generated from message svc.orchestrator.v1.DescribeChainRequest
+ */
+export type DescribeChainRequest = Message<"svc.orchestrator.v1.DescribeChainRequest"> & {
+};
+
+/**
+ * Describes the message svc.orchestrator.v1.DescribeChainRequest.
+ * Use `create(DescribeChainRequestSchema)` to create a new message.
+ */
+export const DescribeChainRequestSchema: GenMessage<DescribeChainRequest> = /*@__PURE__*/
+  messageDesc(file_svc_orchestrator_v1_job_orchestrator, 5);
+
+/**
+ * The chain completions are paid on, as a wallet needs it to read its balance and authorization.
+ *
+ * @generated from message svc.orchestrator.v1.DescribeChainResponse
+ */
+export type DescribeChainResponse = Message<"svc.orchestrator.v1.DescribeChainResponse"> & {
+  /**
+   * The EIP-155 chain id.
+   *
+   * @generated from field: uint64 chain_id = 1;
+   */
+  chainId: bigint;
+
+  /**
+   * The JobRegistry contract, EIP-55 checksummed.
+   *
+   * @generated from field: svc.common.v1.Address job_registry = 2;
+   */
+  jobRegistry?: Address | undefined;
+
+  /**
+   * The service's principal, the delegate wallets authorize and give an allowance to (EIP-55 checksummed);
+   * unset when the server has no service signer (it runs no completions).
+   *
+   * @generated from field: svc.common.v1.Address delegate = 3;
+   */
+  delegate?: Address | undefined;
+};
+
+/**
+ * Describes the message svc.orchestrator.v1.DescribeChainResponse.
+ * Use `create(DescribeChainResponseSchema)` to create a new message.
+ */
+export const DescribeChainResponseSchema: GenMessage<DescribeChainResponse> = /*@__PURE__*/
+  messageDesc(file_svc_orchestrator_v1_job_orchestrator, 6);
+
+/**
  * One chat completion to run as a job.
  *
  * @generated from message svc.orchestrator.v1.RunCompletionRequest
@@ -193,7 +244,7 @@ export type RunCompletionRequest = Message<"svc.orchestrator.v1.RunCompletionReq
  * Use `create(RunCompletionRequestSchema)` to create a new message.
  */
 export const RunCompletionRequestSchema: GenMessage<RunCompletionRequest> = /*@__PURE__*/
-  messageDesc(file_svc_orchestrator_v1_job_orchestrator, 5);
+  messageDesc(file_svc_orchestrator_v1_job_orchestrator, 7);
 
 /**
  * The delegate payment path: the service submits the job for the key's wallet.
@@ -235,7 +286,7 @@ export type DelegatePayment = Message<"svc.orchestrator.v1.DelegatePayment"> & {
  * Use `create(DelegatePaymentSchema)` to create a new message.
  */
 export const DelegatePaymentSchema: GenMessage<DelegatePayment> = /*@__PURE__*/
-  messageDesc(file_svc_orchestrator_v1_job_orchestrator, 6);
+  messageDesc(file_svc_orchestrator_v1_job_orchestrator, 8);
 
 /**
  * The x402 path: the settlement transaction debits the payer and submits the job at once.
@@ -284,7 +335,7 @@ export type PrepaidDebitPayment = Message<"svc.orchestrator.v1.PrepaidDebitPayme
  * Use `create(PrepaidDebitPaymentSchema)` to create a new message.
  */
 export const PrepaidDebitPaymentSchema: GenMessage<PrepaidDebitPayment> = /*@__PURE__*/
-  messageDesc(file_svc_orchestrator_v1_job_orchestrator, 7);
+  messageDesc(file_svc_orchestrator_v1_job_orchestrator, 9);
 
 /**
  * One event of a running completion.
@@ -345,7 +396,7 @@ export type RunCompletionResponse = Message<"svc.orchestrator.v1.RunCompletionRe
  * Use `create(RunCompletionResponseSchema)` to create a new message.
  */
 export const RunCompletionResponseSchema: GenMessage<RunCompletionResponse> = /*@__PURE__*/
-  messageDesc(file_svc_orchestrator_v1_job_orchestrator, 8);
+  messageDesc(file_svc_orchestrator_v1_job_orchestrator, 10);
 
 /**
  * The job that will answer, known when its first output arrives.
@@ -373,7 +424,7 @@ export type CompletionStarted = Message<"svc.orchestrator.v1.CompletionStarted">
  * Use `create(CompletionStartedSchema)` to create a new message.
  */
 export const CompletionStartedSchema: GenMessage<CompletionStarted> = /*@__PURE__*/
-  messageDesc(file_svc_orchestrator_v1_job_orchestrator, 9);
+  messageDesc(file_svc_orchestrator_v1_job_orchestrator, 11);
 
 /**
  * A piece of a streamed answer.
@@ -394,7 +445,7 @@ export type CompletionDelta = Message<"svc.orchestrator.v1.CompletionDelta"> & {
  * Use `create(CompletionDeltaSchema)` to create a new message.
  */
 export const CompletionDeltaSchema: GenMessage<CompletionDelta> = /*@__PURE__*/
-  messageDesc(file_svc_orchestrator_v1_job_orchestrator, 10);
+  messageDesc(file_svc_orchestrator_v1_job_orchestrator, 12);
 
 /**
  * The end of an answered call.
@@ -429,7 +480,7 @@ export type CompletionCompleted = Message<"svc.orchestrator.v1.CompletionComplet
  * Use `create(CompletionCompletedSchema)` to create a new message.
  */
 export const CompletionCompletedSchema: GenMessage<CompletionCompleted> = /*@__PURE__*/
-  messageDesc(file_svc_orchestrator_v1_job_orchestrator, 11);
+  messageDesc(file_svc_orchestrator_v1_job_orchestrator, 13);
 
 /**
  * The end of a failed call.
@@ -459,7 +510,7 @@ export type CompletionFailed = Message<"svc.orchestrator.v1.CompletionFailed"> &
  * Use `create(CompletionFailedSchema)` to create a new message.
  */
 export const CompletionFailedSchema: GenMessage<CompletionFailed> = /*@__PURE__*/
-  messageDesc(file_svc_orchestrator_v1_job_orchestrator, 12);
+  messageDesc(file_svc_orchestrator_v1_job_orchestrator, 14);
 
 /**
  * A retry of a job that failed before its first output, by reassignment to a new session (no second payment).
@@ -494,7 +545,7 @@ export type CompletionRetrying = Message<"svc.orchestrator.v1.CompletionRetrying
  * Use `create(CompletionRetryingSchema)` to create a new message.
  */
 export const CompletionRetryingSchema: GenMessage<CompletionRetrying> = /*@__PURE__*/
-  messageDesc(file_svc_orchestrator_v1_job_orchestrator, 13);
+  messageDesc(file_svc_orchestrator_v1_job_orchestrator, 15);
 
 /**
  * Runs completions as JobRegistry jobs. Errors raised before a completion's first event are gRPC status
@@ -524,6 +575,17 @@ export const JobOrchestrator: GenService<{
     methodKind: "unary";
     input: typeof QuoteFeeRequestSchema;
     output: typeof QuoteFeeResponseSchema;
+  },
+  /**
+   * Names the chain completions are paid on (`GET /api/chain`): its id, JobRegistry and the delegate
+   * wallets authorize, so a wallet can read its prepaid balance, authorization and allowance itself.
+   *
+   * @generated from rpc svc.orchestrator.v1.JobOrchestrator.DescribeChain
+   */
+  describeChain: {
+    methodKind: "unary";
+    input: typeof DescribeChainRequestSchema;
+    output: typeof DescribeChainResponseSchema;
   },
   /**
    * Runs one completion. The stream is: any `retrying`, then either `failed`, or `started`, then `delta`s

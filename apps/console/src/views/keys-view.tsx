@@ -1,0 +1,363 @@
+import { useCallback, useEffect, useState } from 'preact/hooks';
+import { formatEth, parseEthAmount } from '../amounts.js';
+import { ServiceError } from '../api/api-error.js';
+import { serviceApi, type ApiKey, type MintedKey } from '../api/service-api.js';
+import { ConfirmDialog } from './confirm-dialog.js';
+import { ErrorNotice } from './error-notice.js';
+
+type Confirmation = { readonly action: 'revoke' | 'delete'; readonly key: ApiKey };
+
+/**
+ * The wallet's API keys: every key, newest first, as `GET /api/api-keys` lists them; minting (the full key
+ * shown once), caps, revocation and deletion. A 401 means the sign-in lapsed: `onUnauthorized` leads back.
+ */
+export function KeysView(props: {
+  token: string;
+  onUnauthorized: (error: ServiceError) => void;
+  onUseKey: (key: string) => void;
+}) {
+  const { token, onUnauthorized } = props;
+  const [keys, setKeys] = useState<readonly ApiKey[]>();
+  const [error, setError] = useState<unknown>();
+  const [minted, setMinted] = useState<MintedKey>();
+  const [editingCap, setEditingCap] = useState<string>();
+  const [confirmation, setConfirmation] = useState<Confirmation>();
+
+  /** Runs one key call; a refusal is shown (a lapsed sign-in leaves the page), success refreshes the table. */
+  const run = useCallback(
+    async <T,>(action: () => Promise<T>): Promise<T | undefined> => {
+      setError(undefined);
+      try {
+        const result = await action();
+        setKeys(await serviceApi.listKeys(token));
+        return result;
+      } catch (failure) {
+        if (failure instanceof ServiceError && failure.status === 401) onUnauthorized(failure);
+        else setError(failure);
+        return undefined;
+      }
+    },
+    [token, onUnauthorized],
+  );
+  useEffect(() => void run(async () => undefined), [run]);
+
+  const active = keys?.filter((key) => key.revokedAt === null).length ?? 0;
+  return (
+    <section aria-labelledby="keys-title">
+      <h1 id="keys-title">API keys</h1>
+      <p class="lead">
+        Keys call <code>/v1</code> with any OpenAI client. Each call is paid from this wallet's prepaid
+        balance; a cap bounds what one key can ever spend. {keys ? `${active} of 25 active.` : null}
+      </p>
+      <CreateKeyForm
+        onCreate={async (request) => {
+          const key = await run(() => serviceApi.mintKey(token, request));
+          if (key) setMinted(key);
+          return key !== undefined;
+        }}
+      />
+      {minted ? (
+        <MintedKeyPanel minted={minted} onUse={props.onUseKey} onDone={() => setMinted(undefined)} />
+      ) : null}
+      <ErrorNotice error={error} />
+      {keys === undefined ? (
+        <p aria-busy="true">Loading keys…</p>
+      ) : keys.length === 0 ? (
+        <p class="empty">No keys yet. Create one above.</p>
+      ) : (
+        <div class="table-wrap">
+          <table class="keys">
+            <caption class="visually-hidden">API keys, newest first</caption>
+            <thead>
+              <tr>
+                <th scope="col">Key</th>
+                <th scope="col">Spend cap</th>
+                <th scope="col">Spent</th>
+                <th scope="col">Limit hits</th>
+                <th scope="col">Created</th>
+                <th scope="col">Status</th>
+                <th scope="col">Actions</th>
+              </tr>
+            </thead>
+            <tbody>
+              {keys.map((key) => (
+                <KeyRow
+                  key={key.id}
+                  apiKey={key}
+                  editingCap={editingCap === key.id}
+                  onEditCap={(editing) => setEditingCap(editing ? key.id : undefined)}
+                  onSetCap={async (spendCapWei) => {
+                    const changed = await run(() => serviceApi.setCap(token, key.id, spendCapWei));
+                    if (changed) setEditingCap(undefined);
+                  }}
+                  onConfirm={(action) => setConfirmation({ action, key })}
+                />
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      {confirmation ? (
+        <ConfirmDialog
+          title={confirmation.action === 'revoke' ? 'Revoke this key?' : 'Delete this key?'}
+          confirmLabel={confirmation.action === 'revoke' ? 'Revoke' : 'Delete'}
+          onCancel={() => setConfirmation(undefined)}
+          onConfirm={() => {
+            const { action, key } = confirmation;
+            setConfirmation(undefined);
+            void run(() =>
+              action === 'revoke' ? serviceApi.revokeKey(token, key.id) : serviceApi.deleteKey(token, key.id),
+            );
+          }}
+        >
+          {confirmation.action === 'revoke' ? (
+            <p>
+              <code>{confirmation.key.prefix}</code> stops working at once, on every call after this one. It
+              stays listed until you delete it. This cannot be undone.
+            </p>
+          ) : (
+            <p>
+              <code>{confirmation.key.prefix}</code> leaves the list for good. Its spend is no longer shown.
+            </p>
+          )}
+        </ConfirmDialog>
+      ) : null}
+    </section>
+  );
+}
+
+function CreateKeyForm({
+  onCreate,
+}: {
+  onCreate: (request: { name?: string; spendCapWei?: string }) => Promise<boolean>;
+}) {
+  const [name, setName] = useState('');
+  const [cap, setCap] = useState('');
+  const [busy, setBusy] = useState(false);
+  const capWei = cap.trim() === '' ? null : parseEthAmount(cap);
+  return (
+    <form
+      class="card create-key"
+      aria-label="Create a key"
+      onSubmit={async (event) => {
+        event.preventDefault();
+        if (capWei === undefined || busy) return;
+        setBusy(true);
+        const created = await onCreate({
+          ...(name.trim() ? { name: name.trim() } : {}),
+          ...(capWei !== null ? { spendCapWei: capWei.toString() } : {}),
+        });
+        setBusy(false);
+        if (created) {
+          setName('');
+          setCap('');
+        }
+      }}
+    >
+      <label>
+        Name <span class="optional">(optional)</span>
+        <input
+          name="name"
+          maxLength={64}
+          autoComplete="off"
+          value={name}
+          onInput={(event) => setName(event.currentTarget.value)}
+        />
+      </label>
+      <label>
+        Spend cap in ETH <span class="optional">(optional)</span>
+        <input
+          name="spendCap"
+          inputMode="decimal"
+          autoComplete="off"
+          placeholder="No cap"
+          value={cap}
+          aria-invalid={capWei === undefined}
+          onInput={(event) => setCap(event.currentTarget.value)}
+        />
+      </label>
+      <button type="submit" class="primary" disabled={busy || capWei === undefined}>
+        Create key
+      </button>
+      {capWei === undefined ? (
+        <p class="hint field-error">The cap is an amount in ETH, such as 0.05.</p>
+      ) : null}
+    </form>
+  );
+}
+
+function MintedKeyPanel(props: { minted: MintedKey; onUse: (key: string) => void; onDone: () => void }) {
+  const [copied, setCopied] = useState<'yes' | 'failed'>();
+  return (
+    <section class="card minted" aria-labelledby="minted-title">
+      <h2 id="minted-title">Your new key{props.minted.name ? `: ${props.minted.name}` : ''}</h2>
+      <p class="warning">
+        <strong>Copy it now.</strong> It will not be shown again: the service keeps only a hash of it.
+      </p>
+      <div class="key-reveal">
+        <code data-testid="minted-key">{props.minted.key}</code>
+        <button
+          type="button"
+          onClick={async () => {
+            try {
+              await navigator.clipboard.writeText(props.minted.key);
+              setCopied('yes');
+            } catch {
+              setCopied('failed');
+            }
+          }}
+        >
+          Copy
+        </button>
+      </div>
+      <p aria-live="polite" class="hint">
+        {copied === 'yes'
+          ? 'Copied to the clipboard.'
+          : copied === 'failed'
+            ? 'The browser refused the clipboard: select the key and copy it.'
+            : ''}
+      </p>
+      <div class="actions">
+        <button type="button" onClick={() => props.onUse(props.minted.key)}>
+          Try it in the playground
+        </button>
+        <button type="button" onClick={props.onDone}>
+          Done
+        </button>
+      </div>
+    </section>
+  );
+}
+
+function KeyRow(props: {
+  apiKey: ApiKey;
+  editingCap: boolean;
+  onEditCap: (editing: boolean) => void;
+  onSetCap: (spendCapWei: string | null) => Promise<void>;
+  onConfirm: (action: 'revoke' | 'delete') => void;
+}) {
+  const { apiKey: key } = props;
+  const revoked = key.revokedAt !== null;
+  const hits = key.limitHits;
+  return (
+    <tr class={revoked ? 'revoked' : undefined} data-key-prefix={key.prefix}>
+      <td data-label="Key">
+        <code>{key.prefix}…</code>
+        {key.name ? <div class="key-name">{key.name}</div> : null}
+      </td>
+      <td data-label="Spend cap" title={key.spendCapWei === null ? undefined : `${key.spendCapWei} wei`}>
+        {key.spendCapWei === null ? 'No cap' : formatEth(key.spendCapWei)}
+      </td>
+      <td data-label="Spent" title={`${key.spentWei} wei`}>
+        {formatEth(key.spentWei)}
+      </td>
+      <td data-label="Limit hits">
+        <span title="Refused by the rate limit, the concurrency limit, the spend cap and the session-open limit">
+          rate {hits.rate} · concurrency {hits.concurrency} · cap {hits.spendCap} · sessions{' '}
+          {hits.sessionOpens}
+        </span>
+      </td>
+      <td data-label="Created">
+        <time dateTime={key.createdAt}>{new Date(key.createdAt).toLocaleString()}</time>
+      </td>
+      <td data-label="Status">
+        {revoked ? (
+          <span class="badge muted">
+            Revoked <time dateTime={key.revokedAt!}>{new Date(key.revokedAt!).toLocaleString()}</time>
+          </span>
+        ) : (
+          <span class="badge ok">Active</span>
+        )}
+      </td>
+      <td data-label="Actions" class="row-actions">
+        {revoked ? (
+          <button
+            type="button"
+            class="danger"
+            aria-label={`Delete ${key.prefix}`}
+            onClick={() => props.onConfirm('delete')}
+          >
+            Delete
+          </button>
+        ) : props.editingCap ? (
+          <CapForm apiKey={key} onSave={props.onSetCap} onCancel={() => props.onEditCap(false)} />
+        ) : (
+          <>
+            <button
+              type="button"
+              aria-label={`Set cap of ${key.prefix}`}
+              onClick={() => props.onEditCap(true)}
+            >
+              Set cap
+            </button>
+            {key.spendCapWei !== null ? (
+              <button
+                type="button"
+                aria-label={`Remove cap of ${key.prefix}`}
+                onClick={() => void props.onSetCap(null)}
+              >
+                Remove cap
+              </button>
+            ) : null}
+            <button
+              type="button"
+              class="danger"
+              aria-label={`Revoke ${key.prefix}`}
+              onClick={() => props.onConfirm('revoke')}
+            >
+              Revoke
+            </button>
+          </>
+        )}
+      </td>
+    </tr>
+  );
+}
+
+function CapForm(props: {
+  apiKey: ApiKey;
+  onSave: (spendCapWei: string) => Promise<void>;
+  onCancel: () => void;
+}) {
+  const [text, setText] = useState(
+    props.apiKey.spendCapWei === null ? '' : formatEth(props.apiKey.spendCapWei).replace(' ETH', ''),
+  );
+  const wei = parseEthAmount(text);
+  return (
+    <form
+      class="cap-form"
+      aria-label={`Spend cap of ${props.apiKey.prefix}`}
+      onSubmit={(event) => {
+        event.preventDefault();
+        if (wei !== undefined) void props.onSave(wei.toString());
+      }}
+      onKeyDown={(event) => {
+        if (event.key === 'Escape') props.onCancel();
+      }}
+    >
+      <label>
+        Cap in ETH
+        <input
+          name="cap"
+          inputMode="decimal"
+          autoComplete="off"
+          autoFocus
+          value={text}
+          aria-invalid={wei === undefined}
+          onInput={(event) => setText(event.currentTarget.value)}
+        />
+      </label>
+      <button
+        type="submit"
+        class="primary"
+        disabled={wei === undefined}
+        aria-label={`Set cap of ${props.apiKey.prefix}`}
+      >
+        Set cap
+      </button>
+      <button type="button" onClick={props.onCancel}>
+        Cancel
+      </button>
+    </form>
+  );
+}

@@ -1,0 +1,54 @@
+import type { SignInToken } from '../api/service-api.js';
+
+// sessionStorage, never localStorage: the token lives as long as the tab, survives a reload, and is never
+// shared with other tabs or left on disk after the browser closes.
+const STORAGE_KEY = 'svc.console.sign-in';
+
+/** A sign-in the console holds: the token, its expiry and the wallet it speaks for. */
+export interface SignInSession {
+  readonly token: string;
+  readonly address: string;
+  /** Milliseconds since the epoch. */
+  readonly expiresAt: number;
+}
+
+export function sessionOf(token: SignInToken): SignInSession {
+  return { token: token.token, address: token.address, expiresAt: Date.parse(token.expiresAt) };
+}
+
+export function isLapsed(session: SignInSession, now = Date.now()): boolean {
+  return now >= session.expiresAt;
+}
+
+export function saveSession(session: SignInSession | undefined): void {
+  try {
+    if (session) sessionStorage.setItem(STORAGE_KEY, JSON.stringify(session));
+    else sessionStorage.removeItem(STORAGE_KEY);
+  } catch {
+    // Storage refused (a private window's quota): the session lives in memory only.
+  }
+}
+
+/** The tab's sign-in, if one was saved and has not lapsed. */
+export function restoreSession(now = Date.now()): SignInSession | undefined {
+  try {
+    const saved = JSON.parse(sessionStorage.getItem(STORAGE_KEY) ?? 'null') as Partial<SignInSession> | null;
+    if (
+      typeof saved?.token !== 'string' ||
+      typeof saved.address !== 'string' ||
+      typeof saved.expiresAt !== 'number'
+    )
+      return undefined;
+    const session = saved as SignInSession;
+    return isLapsed(session, now) ? undefined : session;
+  } catch {
+    return undefined;
+  }
+}
+
+/** "in 59 min", "in 40 s": how long the sign-in has left. */
+export function timeLeft(session: SignInSession, now = Date.now()): string {
+  const seconds = Math.max(0, Math.floor((session.expiresAt - now) / 1000));
+  if (seconds >= 120) return `in ${Math.floor(seconds / 60)} min`;
+  return `in ${seconds} s`;
+}

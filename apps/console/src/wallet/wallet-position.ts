@@ -1,0 +1,80 @@
+import { jobRegistryAbi } from '@svc/contracts/abi';
+import { BrowserProvider, Contract, getAddress, Interface, type TransactionReceipt } from 'ethers';
+import type { ServiceChain } from '../api/service-api.js';
+import type { Eip1193Provider } from './wallet-discovery.js';
+
+const registryInterface = new Interface(jobRegistryAbi);
+
+/** Where a wallet stands towards the service, read from JobRegistry (the same reads `svc balance` makes). */
+export interface WalletPosition {
+  readonly ethWei: bigint;
+  readonly prepaidWei: bigint;
+  readonly delegateAuthorized: boolean;
+  readonly allowanceWei: bigint;
+}
+
+/** The transaction that pays for completions: `depositAndAuthorize(delegate)` with a value. */
+export interface FundingTransaction {
+  readonly to: string;
+  readonly data: string;
+  readonly value: bigint;
+}
+
+/**
+ * Reads through the wallet's own provider, so the console needs no RPC endpoint of its own and the
+ * numbers are the chain the wallet signs for.
+ */
+function browserProvider(provider: Eip1193Provider, chainId: number): BrowserProvider {
+  const browser = new BrowserProvider(provider, chainId);
+  // A devnet mines at once; a second between receipt polls is enough for any chain's blocks.
+  browser.pollingInterval = 1_000;
+  return browser;
+}
+
+export async function readPosition(
+  provider: Eip1193Provider,
+  chain: ServiceChain & { delegate: string },
+  address: string,
+): Promise<WalletPosition> {
+  const browser = browserProvider(provider, chain.chainId);
+  const registry = new Contract(chain.jobRegistry, registryInterface, browser);
+  const [ethWei, prepaidWei, delegateAuthorized, allowanceWei] = (await Promise.all([
+    browser.getBalance(address),
+    registry.getFunction('prepaidBalanceOf')(address),
+    registry.getFunction('isDelegateAuthorized')(address, chain.delegate),
+    registry.getFunction('delegateAllowance')(address, chain.delegate),
+  ])) as [bigint, bigint, boolean, bigint];
+  return { ethWei, prepaidWei, delegateAuthorized, allowanceWei };
+}
+
+/** `depositAndAuthorize(delegate)` as the delegate-path 402's `accepts` entry spells it, for a given value. */
+export function depositAndAuthorize(
+  chain: ServiceChain & { delegate: string },
+  value: bigint,
+): FundingTransaction {
+  return {
+    to: getAddress(chain.jobRegistry),
+    data: registryInterface.encodeFunctionData('depositAndAuthorize', [chain.delegate]),
+    value,
+  };
+}
+
+/**
+ * Sends a funding transaction from the wallet and reports its hash as soon as the wallet returns it, then
+ * resolves with the receipt once mined. A reverted transaction rejects.
+ */
+export async function sendFunding(
+  provider: Eip1193Provider,
+  chainId: number,
+  from: string,
+  transaction: FundingTransaction,
+  onSent: (hash: string) => void,
+): Promise<TransactionReceipt> {
+  const browser = browserProvider(provider, chainId);
+  const signer = await browser.getSigner(from);
+  const sent = await signer.sendTransaction({ ...transaction, chainId });
+  onSent(sent.hash);
+  const receipt = await sent.wait();
+  if (!receipt) throw new Error(`Transaction ${sent.hash} was dropped.`);
+  return receipt;
+}

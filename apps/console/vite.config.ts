@@ -1,0 +1,26 @@
+import { defineConfig } from 'vite';
+
+// The console is served by the gateway at `/` under a strict Content-Security-Policy (script-src 'self'):
+// the build emits only files, never inline scripts or styles. `npm run dev` serves it with hot reload and
+// passes the API to a running server (`npm start`), so the page and the API share one origin as in production.
+const apiTarget = process.env.SVC_BASE_URL ?? 'http://localhost:8080';
+
+export default defineConfig({
+  base: '/',
+  // Workspace packages (the remedies, the contract ABI) are read from their TypeScript sources.
+  resolve: { conditions: ['@svc/source', 'module', 'browser', 'development|production'] },
+  esbuild: { jsx: 'automatic', jsxImportSource: 'preact' },
+  build: {
+    outDir: 'dist',
+    emptyOutDir: true,
+    assetsDir: 'assets',
+    target: 'es2022',
+    modulePreload: { polyfill: false },
+    // One inline-free bundle; ethers and openai are most of it.
+    chunkSizeWarningLimit: 1200,
+    assetsInlineLimit: 0,
+  },
+  server: {
+    proxy: { '/api': apiTarget, '/v1': apiTarget },
+  },
+});
