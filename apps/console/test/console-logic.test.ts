@@ -100,6 +100,16 @@ describe('the sign-in the console holds', () => {
   });
   const at = (iso: string) => Date.parse(iso);
 
+  it("counts down the token's own lifetime on this machine's clock, whatever the server's clock says", () => {
+    const claims = Buffer.from(JSON.stringify({ sub: 'x', iat: 1_000, exp: 4_600 })).toString('base64url');
+    const skewed = sessionOf(
+      { token: `eyJhbGciOiJFUzI1NiJ9.${claims}.sig`, address: '0x1', expiresAt: '2026-11-24T10:00:00.000Z' },
+      at('2026-11-24T12:00:00Z'),
+    );
+    expect(skewed.expiresAt).toBe(at('2026-11-24T13:00:00Z'));
+    expect(isLapsed(skewed, at('2026-11-24T12:59:59Z'))).toBe(false);
+  });
+
   it('lapses at its expiry, not before', () => {
     expect(isLapsed(session, at('2026-11-24T09:59:59.999Z'))).toBe(false);
     expect(isLapsed(session, at('2026-11-24T10:00:00.000Z'))).toBe(true);

@@ -348,6 +348,15 @@ describe('the web console in a real browser', () => {
     await page.getByTestId('prepaid-balance').getByText(prepaid, { exact: true }).waitFor();
     await expectNamedControls(page);
     await screenshots(page, 'balance');
+
+    // The balance page's own deposit: the same depositAndAuthorize, any amount.
+    const before = await registry.prepaidBalanceOf(wallet.address);
+    await page.getByLabel('Amount (ETH)').fill('0.01');
+    await page.getByRole('button', { name: 'Deposit and authorize' }).click();
+    await page.getByText(/mined in block \d+/).waitFor({ timeout: 30_000 });
+    expect(await registry.prepaidBalanceOf(wallet.address)).toBe(before + 10n ** 16n);
+    const after = `${formatEther(before + 10n ** 16n)} ETH`;
+    await page.getByTestId('prepaid-balance').getByText(after, { exact: true }).waitFor();
   }, 90_000);
 
   it('goes back to sign-in when the server refuses the token', async () => {
@@ -363,8 +372,21 @@ describe('the web console in a real browser', () => {
   });
 });
 
-describe('a lapsed sign-in', () => {
-  it('leads back to sign-in, and signing in again works', async () => {
+describe('sign-in edge cases', () => {
+  it('tells the user to add the chain when the wallet does not know it, and signs nothing', async () => {
+    const { context, page, walletLog } = await openConsole(await freshWallet());
+    try {
+      await page.getByRole('radio', { name: 'Other Wallet' }).check();
+      await page.getByRole('button', { name: 'Sign in with Ethereum' }).click();
+      await page.getByRole('alert').getByText(`does not know chain ${stackFile.chainId}`).waitFor();
+      expect(walletLog.map((entry) => entry.method)).not.toContain('personal_sign');
+      expect(walletLog.every((entry) => entry.wallet === 'Other Wallet')).toBe(true);
+    } finally {
+      await context.close();
+    }
+  }, 60_000);
+
+  it('a lapsed sign-in leads back to sign-in, and signing in again works', async () => {
     const wallet = await freshWallet();
     const { context, page } = await openConsole(wallet, { fakeClock: true });
     try {
@@ -374,6 +396,8 @@ describe('a lapsed sign-in', () => {
       await page.getByText('Your sign-in lapsed. Sign in again to go on.').waitFor();
       expect(await page.evaluate(() => sessionStorage.getItem('svc.console.sign-in'))).toBeNull();
       await screenshots(page, 'sign-in-lapsed');
+      await signIn(page);
+      await page.getByText(/Sign-in expires in (59|60) min/).waitFor();
     } finally {
       await context.close();
     }

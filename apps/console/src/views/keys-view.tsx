@@ -155,7 +155,9 @@ function CreateKeyForm({
       }}
     >
       <label>
-        Name <span class="optional">(optional)</span>
+        <span>
+          Name <span class="optional">(optional)</span>
+        </span>
         <input
           name="name"
           maxLength={64}
@@ -165,7 +167,9 @@ function CreateKeyForm({
         />
       </label>
       <label>
-        Spend cap in ETH <span class="optional">(optional)</span>
+        <span>
+          Spend cap in ETH <span class="optional">(optional)</span>
+        </span>
         <input
           name="spendCap"
           inputMode="decimal"
@@ -242,8 +246,10 @@ function KeyRow(props: {
   return (
     <tr class={revoked ? 'revoked' : undefined} data-key-prefix={key.prefix}>
       <td data-label="Key">
-        <code>{key.prefix}…</code>
-        {key.name ? <div class="key-name">{key.name}</div> : null}
+        <div>
+          <code class="key-prefix">{key.prefix}…</code>
+          {key.name ? <div class="key-name">{key.name}</div> : null}
+        </div>
       </td>
       <td data-label="Spend cap" title={key.spendCapWei === null ? undefined : `${key.spendCapWei} wei`}>
         {key.spendCapWei === null ? 'No cap' : formatEth(key.spendCapWei)}
@@ -269,46 +275,48 @@ function KeyRow(props: {
           <span class="badge ok">Active</span>
         )}
       </td>
-      <td data-label="Actions" class="row-actions">
-        {revoked ? (
-          <button
-            type="button"
-            class="danger"
-            aria-label={`Delete ${key.prefix}`}
-            onClick={() => props.onConfirm('delete')}
-          >
-            Delete
-          </button>
-        ) : props.editingCap ? (
-          <CapForm apiKey={key} onSave={props.onSetCap} onCancel={() => props.onEditCap(false)} />
-        ) : (
-          <>
-            <button
-              type="button"
-              aria-label={`Set cap of ${key.prefix}`}
-              onClick={() => props.onEditCap(true)}
-            >
-              Set cap
-            </button>
-            {key.spendCapWei !== null ? (
-              <button
-                type="button"
-                aria-label={`Remove cap of ${key.prefix}`}
-                onClick={() => void props.onSetCap(null)}
-              >
-                Remove cap
-              </button>
-            ) : null}
+      <td data-label="Actions">
+        <div class="row-actions">
+          {revoked ? (
             <button
               type="button"
               class="danger"
-              aria-label={`Revoke ${key.prefix}`}
-              onClick={() => props.onConfirm('revoke')}
+              aria-label={`Delete ${key.prefix}`}
+              onClick={() => props.onConfirm('delete')}
             >
-              Revoke
+              Delete
             </button>
-          </>
-        )}
+          ) : props.editingCap ? (
+            <CapForm apiKey={key} onSave={props.onSetCap} onCancel={() => props.onEditCap(false)} />
+          ) : (
+            <>
+              <button
+                type="button"
+                aria-label={`Set cap of ${key.prefix}`}
+                onClick={() => props.onEditCap(true)}
+              >
+                Set cap
+              </button>
+              {key.spendCapWei !== null ? (
+                <button
+                  type="button"
+                  aria-label={`Remove cap of ${key.prefix}`}
+                  onClick={() => void props.onSetCap(null)}
+                >
+                  Remove cap
+                </button>
+              ) : null}
+              <button
+                type="button"
+                class="danger"
+                aria-label={`Revoke ${key.prefix}`}
+                onClick={() => props.onConfirm('revoke')}
+              >
+                Revoke
+              </button>
+            </>
+          )}
+        </div>
       </td>
     </tr>
   );

@@ -155,7 +155,9 @@ export function PlaygroundView(props: {
           </select>
         </label>
         <label class="wide">
-          System message <span class="optional">(optional)</span>
+          <span>
+            System message <span class="optional">(optional)</span>
+          </span>
           <input
             name="system"
             autoComplete="off"

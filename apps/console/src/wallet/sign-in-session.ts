@@ -12,8 +12,28 @@ export interface SignInSession {
   readonly expiresAt: number;
 }
 
-export function sessionOf(token: SignInToken): SignInSession {
-  return { token: token.token, address: token.address, expiresAt: Date.parse(token.expiresAt) };
+/**
+ * The session a verified token opens, its expiry on this machine's clock: the token's own lifetime
+ * (`exp` − `iat`) from the moment it arrived. A browser whose clock is off from the server's still counts
+ * down the hour the server gave, instead of signing out at once or never.
+ */
+export function sessionOf(token: SignInToken, receivedAt = Date.now()): SignInSession {
+  const lifetimeMs = lifetimeOf(token.token);
+  const expiresAt = lifetimeMs === undefined ? Date.parse(token.expiresAt) : receivedAt + lifetimeMs;
+  return { token: token.token, address: token.address, expiresAt };
+}
+
+/** `exp` − `iat` of a compact JWT, in milliseconds; undefined when it does not say. Not a verification. */
+function lifetimeOf(jwt: string): number | undefined {
+  try {
+    const payload = jwt.split('.')[1]!.replace(/-/g, '+').replace(/_/g, '/');
+    const claims = JSON.parse(atob(payload)) as { iat?: unknown; exp?: unknown };
+    if (typeof claims.iat !== 'number' || typeof claims.exp !== 'number' || claims.exp <= claims.iat)
+      return undefined;
+    return (claims.exp - claims.iat) * 1000;
+  } catch {
+    return undefined;
+  }
 }
 
 export function isLapsed(session: SignInSession, now = Date.now()): boolean {

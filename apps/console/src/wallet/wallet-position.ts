@@ -2,6 +2,7 @@ import { jobRegistryAbi } from '@svc/contracts/abi';
 import { BrowserProvider, Contract, getAddress, Interface, type TransactionReceipt } from 'ethers';
 import type { ServiceChain } from '../api/service-api.js';
 import type { Eip1193Provider } from './wallet-discovery.js';
+import { ensureChain } from './wallet-sign-in.js';
 
 const registryInterface = new Interface(jobRegistryAbi);
 
@@ -61,7 +62,8 @@ export function depositAndAuthorize(
 
 /**
  * Sends a funding transaction from the wallet and reports its hash as soon as the wallet returns it, then
- * resolves with the receipt once mined. A reverted transaction rejects.
+ * resolves with the receipt once mined. The wallet is moved back to the service's chain first if it left
+ * it since sign-in. A reverted transaction rejects.
  */
 export async function sendFunding(
   provider: Eip1193Provider,
@@ -70,6 +72,7 @@ export async function sendFunding(
   transaction: FundingTransaction,
   onSent: (hash: string) => void,
 ): Promise<TransactionReceipt> {
+  await ensureChain(provider, chainId);
   const browser = browserProvider(provider, chainId);
   const signer = await browser.getSigner(from);
   const sent = await signer.sendTransaction({ ...transaction, chainId });
