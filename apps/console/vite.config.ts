@@ -16,8 +16,8 @@ export default defineConfig({
     assetsDir: 'assets',
     target: 'es2022',
     modulePreload: { polyfill: false },
-    // One inline-free bundle; ethers and openai are most of it.
-    chunkSizeWarningLimit: 1200,
+    // The balance and playground pages are loaded on first visit, with ethers' providers (~270 kB).
+    chunkSizeWarningLimit: 400,
     assetsInlineLimit: 0,
   },
   server: {

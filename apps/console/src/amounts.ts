@@ -2,7 +2,12 @@ import { formatEther, parseEther } from 'ethers';
 
 /** Wei (a decimal string or bigint) as ETH for people: "0.25 ETH". */
 export function formatEth(wei: string | bigint): string {
-  return `${formatEther(BigInt(wei))} ETH`;
+  return `${ethDecimal(wei)} ETH`;
+}
+
+/** Wei as the decimal ETH a form field holds: "0.25". */
+export function ethDecimal(wei: string | bigint): string {
+  return formatEther(BigInt(wei));
 }
 
 /**

@@ -17,9 +17,6 @@ const PAGES = [
 ] as const;
 type Route = (typeof PAGES)[number]['route'];
 
-// The wallet the sign-in used, by id, so a reload finds it again (not a secret: the token is what is).
-const WALLET_KEY = 'svc.console.wallet';
-
 // The balance and playground pages load on first visit: they carry the chain client and the stream
 // reader, which sign-in and the keys page do not need.
 const loadBalanceView = () => import('./views/balance-view.js');
@@ -54,7 +51,6 @@ function routeOf(hash: string): Route {
 export function App() {
   const [wallets, setWallets] = useState<readonly InjectedWallet[]>([]);
   const [session, setSession] = useState<SignInSession | undefined>(() => restoreSession());
-  const [walletId, setWalletId] = useState(() => sessionStorage.getItem(WALLET_KEY) ?? undefined);
   const [notice, setNotice] = useState<string>();
   const [route, setRoute] = useState<Route>(() => routeOf(window.location.hash));
   const [chain, setChain] = useState<ServiceChain>();
@@ -65,7 +61,10 @@ export function App() {
 
   useEffect(() => discoverWallets(setWallets), []);
   useEffect(() => {
-    const onHashChange = () => setRoute(routeOf(window.location.hash));
+    // Only `#/page` hashes are routes: the skip link's `#main` moves focus, not the page.
+    const onHashChange = () => {
+      if (window.location.hash.startsWith('#/')) setRoute(routeOf(window.location.hash));
+    };
     window.addEventListener('hashchange', onHashChange);
     return () => window.removeEventListener('hashchange', onHashChange);
   }, []);
@@ -73,7 +72,9 @@ export function App() {
     serviceApi.chain().then(setChain, setChainError);
   }, []);
 
-  const wallet = wallets.find((candidate) => candidate.id === walletId) ?? wallets[0];
+  // The wallet that signed in, and no other: with several installed, reads and deposits must not go
+  // through one that speaks for another address.
+  const wallet = session ? wallets.find((candidate) => candidate.id === session.walletId) : undefined;
   const balancePage = useLoaded(loadBalanceView, session !== undefined && route === 'balance');
   const playgroundPage = useLoaded(loadPlaygroundView, session !== undefined && route === 'playground');
   const BalanceView = balancePage.module?.BalanceView;
@@ -83,24 +84,32 @@ export function App() {
     saveSession(undefined);
     setSession(undefined);
     setNotice(why);
+    // What belonged to the wallet that signed out: its key and the refusal waiting for its deposit.
+    setApiKey('');
+    setRefusal(undefined);
   }, []);
   const onUnauthorized = useCallback(
     (error: ServiceError) => signOut(`Your sign-in is no longer valid (${error.message}). Sign in again.`),
     [signOut],
   );
 
-  // A wallet that moves to another account no longer speaks for the signed-in address.
+  // A wallet on another account no longer speaks for the signed-in address: checked when the wallet is
+  // found (a reload restores the session without the wallet saying anything) and on every account change.
+  // No account at all (a locked wallet) is not another account: the keys need only the token.
+  const address = session?.address;
   useEffect(() => {
     const provider = wallet?.provider;
-    if (!provider?.on || !session) return;
-    const onAccounts = (...args: unknown[]) => {
-      const accounts = args[0] as string[] | undefined;
-      if (accounts?.[0]?.toLowerCase() !== session.address.toLowerCase())
+    if (!provider || !address) return;
+    const check = (accounts: unknown) => {
+      const current = Array.isArray(accounts) && typeof accounts[0] === 'string' ? accounts[0] : undefined;
+      if (current !== undefined && current.toLowerCase() !== address.toLowerCase())
         signOut('Your wallet switched to another account. Sign in with it to manage its keys.');
     };
-    provider.on('accountsChanged', onAccounts);
+    provider.request({ method: 'eth_accounts' }).then(check, () => undefined);
+    const onAccounts = (...args: unknown[]) => check(args[0]);
+    provider.on?.('accountsChanged', onAccounts);
     return () => provider.removeListener?.('accountsChanged', onAccounts);
-  }, [wallet, session, signOut]);
+  }, [wallet, address, signOut]);
 
   if (!session)
     return (
@@ -109,10 +118,8 @@ export function App() {
           wallets={wallets}
           notice={notice}
           onSignIn={async (chosen) => {
-            const signedIn = sessionOf(await signIn(chosen.provider));
+            const signedIn = sessionOf(await signIn(chosen.provider), chosen.id);
             saveSession(signedIn);
-            sessionStorage.setItem(WALLET_KEY, chosen.id);
-            setWalletId(chosen.id);
             setNotice(undefined);
             setSession(signedIn);
           }}
@@ -159,7 +166,7 @@ export function App() {
             provider={wallet.provider}
             chain={chain}
             address={session.address}
-            refusal={refusal}
+            refusal={refusal && sameAddress(refusal.payer, session.address) ? refusal : undefined}
             onFunded={() => setRefusal(undefined)}
           />
         ) : (
@@ -171,7 +178,8 @@ export function App() {
               <PageLoading error={balancePage.error} />
             ) : (
               <p class="notice notice-error">
-                No browser wallet is connected: reload the page with your wallet enabled.
+                The wallet you signed in with is not available here: enable it and reload the page, or sign
+                out and sign in with another.
               </p>
             )}
           </section>
@@ -192,6 +200,10 @@ export function App() {
       ) : null}
     </Layout>
   );
+}
+
+function sameAddress(a: string, b: string): boolean {
+  return a.toLowerCase() === b.toLowerCase();
 }
 
 function Layout(props: { header?: preact.ComponentChildren; children: preact.ComponentChildren }) {

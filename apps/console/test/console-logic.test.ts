@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { formatEth, parseEthAmount, shorten } from '../src/amounts.js';
 import { describeFailure, ServiceError } from '../src/api/api-error.js';
+import { readCompletionStream } from '../src/api/completions.js';
 import { delegateAcceptsOf } from '../src/api/delegate-accepts.js';
 import { isLapsed, sessionOf, timeLeft } from '../src/wallet/sign-in-session.js';
 import { chainIdOf } from '../src/wallet/wallet-sign-in.js';
@@ -75,6 +76,7 @@ describe("a delegate-path 402's accepts entry", () => {
   it('is found among the entries by scheme, its address checksummed', () => {
     expect(delegateAcceptsOf({ accepts: [{ scheme: 'prepaid-debit' }, entry] })).toEqual({
       chainId: 31337,
+      payer: '0x0000000000000000000000000000000000000001',
       transaction: { to: '0x5FbDB2315678afecb367f032d93F642f64180aa3', data: '0xabcdef' },
       minimumWei: 1234n,
     });
@@ -93,17 +95,21 @@ describe("a delegate-path 402's accepts entry", () => {
 });
 
 describe('the sign-in the console holds', () => {
-  const session = sessionOf({
-    token: 'eyJ',
-    address: '0x0000000000000000000000000000000000000001',
-    expiresAt: '2026-11-24T10:00:00.000Z',
-  });
+  const session = sessionOf(
+    {
+      token: 'eyJ',
+      address: '0x0000000000000000000000000000000000000001',
+      expiresAt: '2026-11-24T10:00:00.000Z',
+    },
+    'io.metamask',
+  );
   const at = (iso: string) => Date.parse(iso);
 
   it("counts down the token's own lifetime on this machine's clock, whatever the server's clock says", () => {
     const claims = Buffer.from(JSON.stringify({ sub: 'x', iat: 1_000, exp: 4_600 })).toString('base64url');
     const skewed = sessionOf(
       { token: `eyJhbGciOiJFUzI1NiJ9.${claims}.sig`, address: '0x1', expiresAt: '2026-11-24T10:00:00.000Z' },
+      'io.metamask',
       at('2026-11-24T12:00:00Z'),
     );
     expect(skewed.expiresAt).toBe(at('2026-11-24T13:00:00Z'));
@@ -126,5 +132,50 @@ describe('the sign-in the console holds', () => {
       chainIdOf('example.com wants you to sign in\n\nURI: http://x\nVersion: 1\nChain ID: 31337\nNonce: 1'),
     ).toBe(31337);
     expect(() => chainIdOf('no chain here')).toThrow('names no chain');
+  });
+});
+
+describe("a completion's event stream", () => {
+  /** A body delivering `text` in the given pieces (split anywhere, as the network splits it). */
+  const bodyOf = (...pieces: string[]) =>
+    new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (const piece of pieces) controller.enqueue(new TextEncoder().encode(piece));
+        controller.close();
+      },
+    });
+  const chunk = (content: string, extra: object = {}) =>
+    `data: ${JSON.stringify({ object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content } }], ...extra })}\n\n`;
+  const service = { job_id: '7', session_id: '2', tx_hash: '0xab', worker: '0xcd' };
+
+  it('gives each piece as it comes and the last chunk’s service object, across split reads', async () => {
+    const pieces: string[] = [];
+    const whole = chunk('Hel') + chunk('lo') + chunk('', { service }) + 'data: [DONE]\n\n';
+    const result = await readCompletionStream(
+      bodyOf(whole.slice(0, 17), whole.slice(17, 60), whole.slice(60)),
+      (text) => pieces.push(text),
+    );
+    expect(pieces).toEqual(['Hel', 'lo']);
+    expect(result).toEqual(service);
+  });
+
+  it('rejects with the code of an error event after the first chunk', async () => {
+    const failure = readCompletionStream(
+      bodyOf(
+        chunk('Hel'),
+        'data: {"error":{"message":"restarted","type":"server_error","code":"stream_diverged"}}\n\n',
+      ),
+      () => undefined,
+    );
+    await expect(failure).rejects.toMatchObject({ code: 'stream_diverged', message: 'restarted' });
+  });
+
+  it('rejects a stream cut before [DONE], and an event that is not JSON', async () => {
+    await expect(readCompletionStream(bodyOf(chunk('Hel')), () => undefined)).rejects.toThrow(
+      'ended before the answer was complete',
+    );
+    await expect(readCompletionStream(bodyOf('data: {not json\n\n'), () => undefined)).rejects.toThrow(
+      'not JSON',
+    );
   });
 });

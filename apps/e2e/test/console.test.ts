@@ -7,7 +7,7 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { connectJobRegistry } from '@svc/contracts';
 import { freePort } from '@svc/testkit';
 import { repoRoot, Stack, type StackFile } from './support/stack.js';
-import { injectWallets, type WalletRequestLog } from './support/injected-wallet.js';
+import { injectWallets, type InjectedWallets, type WalletRequestLog } from './support/injected-wallet.js';
 
 // The web console walked in a real browser: Debian's Chromium driven by playwright-core, against one
 // `npm start`. The browser wallet extension is stood in for by an injected EIP-1193 provider backed by a
@@ -74,6 +74,7 @@ async function freshWallet(): Promise<HDNodeWallet> {
 interface Console {
   readonly context: BrowserContext;
   readonly page: Page;
+  readonly wallets: InjectedWallets;
   readonly walletLog: WalletRequestLog;
 }
 
@@ -85,20 +86,29 @@ async function openConsole(wallet: HDNodeWallet, options: { fakeClock?: boolean 
   const context = await browser.newContext({ viewport: DESKTOP });
   await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
   if (options.fakeClock) await context.clock.install();
-  const walletLog = await injectWallets(context, [
+  // Whatever the page's policy refuses is recorded, to be asserted empty on every page.
+  await context.addInitScript(() => {
+    const violations: string[] = [];
+    (window as unknown as { __cspViolations: string[] }).__cspViolations = violations;
+    document.addEventListener('securitypolicyviolation', (event) =>
+      violations.push(`${event.violatedDirective} ${event.blockedURI}`),
+    );
+  });
+  const wallets = await injectWallets(context, [
     { name: 'Other Wallet', wallet: Wallet.createRandom(), provider, startChainId: 1, knownChainIds: [1] },
     { name: 'E2E Wallet', wallet, provider, startChainId: 1, knownChainIds: [1, stackFile.chainId] },
   ]);
   const page = await context.newPage();
   const response = await page.goto(base);
   expect(response?.status()).toBe(200);
-  return { context, page, walletLog };
+  return { context, page, wallets, walletLog: wallets.log };
 }
 
-async function signIn(page: Page): Promise<void> {
+/** Signs in with the wallet under test; the console then shows the page the tab was on (`landing`). */
+async function signIn(page: Page, landing = 'API keys'): Promise<void> {
   await page.getByRole('radio', { name: 'E2E Wallet' }).check();
   await page.getByRole('button', { name: 'Sign in with Ethereum' }).click();
-  await page.getByRole('heading', { name: 'API keys' }).waitFor();
+  await page.getByRole('heading', { name: landing }).waitFor();
 }
 
 /** Both widths of the page as it is now. */
@@ -113,15 +123,22 @@ async function screenshots(page: Page, name: string): Promise<void> {
   await page.setViewportSize(DESKTOP);
 }
 
-/** Every control on the page has an accessible name (the accessibility tree shows none without one). */
-async function expectNamedControls(page: Page): Promise<void> {
+/**
+ * The page as it stands passes the checks every page must: every control has an accessible name (in the
+ * accessibility tree a control without one shows its role and no quoted name, with or without a value),
+ * and the Content-Security-Policy refused nothing.
+ */
+async function expectSoundPage(page: Page): Promise<void> {
   const tree = await page.locator('body').ariaSnapshot();
   const unnamed = tree
     .split('\n')
     .filter((line) =>
-      /^\s*- (button|link|textbox|combobox|radio|checkbox|spinbutton)(\s*\[[^\]]*\])*:?\s*$/.test(line),
+      /^\s*- (button|link|textbox|combobox|radio|checkbox|spinbutton)(\s*\[[^\]]*\])*(:.*)?$/.test(line),
     );
   expect(unnamed).toEqual([]);
+  expect(
+    await page.evaluate(() => (window as unknown as { __cspViolations: string[] }).__cspViolations),
+  ).toEqual([]);
 }
 
 const listKeys = async (token: string) =>
@@ -167,7 +184,7 @@ describe('the web console in a real browser', () => {
   it('signs in with the wallet: chosen among the announced ones, switched to the service chain, personal_sign', async () => {
     const { page, walletLog } = tab;
     await page.getByRole('button', { name: 'Sign in with Ethereum' }).waitFor();
-    await expectNamedControls(page);
+    await expectSoundPage(page);
     await screenshots(page, 'sign-in');
     await signIn(page);
     const methods = walletLog.filter((entry) => entry.wallet === 'E2E Wallet').map((entry) => entry.method);
@@ -202,7 +219,7 @@ describe('the web console in a real browser', () => {
     expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(playgroundKey);
     const row = page.locator(`tr[data-key-prefix="${playgroundKey.slice(0, 11)}"]`);
     await row.getByText('Active').waitFor();
-    await expectNamedControls(page);
+    await expectSoundPage(page);
     await screenshots(page, 'keys-minted');
 
     await page.getByRole('button', { name: 'Done' }).click();
@@ -251,7 +268,7 @@ describe('the web console in a real browser', () => {
     expect((await listed()).revokedAt).not.toBeNull();
     const unauthorized = await fetch(`${base}/v1/models`, { headers: { authorization: `Bearer ${minted}` } });
     expect(unauthorized.status).toBe(401);
-    await expectNamedControls(page);
+    await expectSoundPage(page);
     await screenshots(page, 'keys');
 
     await row.getByRole('button', { name: 'Delete' }).click();
@@ -296,7 +313,7 @@ describe('the web console in a real browser', () => {
     await page.getByRole('link', { name: 'Balance' }).click();
     await page.getByTestId('delegate-status').getByText('Not authorized').waitFor();
     await page.getByTestId('prepaid-balance').getByText('0.0 ETH', { exact: true }).waitFor();
-    await expectNamedControls(page);
+    await expectSoundPage(page);
 
     await page.getByRole('link', { name: 'Playground' }).click();
     await page.getByLabel('API key').fill(playgroundKey);
@@ -315,7 +332,7 @@ describe('the web console in a real browser', () => {
     await expect(page.getByLabel('Message', { exact: true }).inputValue()).resolves.toBe(
       'Hello from the console',
     );
-    await expectNamedControls(page);
+    await expectSoundPage(page);
     await screenshots(page, 'playground-402');
 
     await page.getByLabel('Amount (ETH)').fill('0.05');
@@ -339,14 +356,14 @@ describe('the web console in a real browser', () => {
     expect(txHash).toMatch(/^0x[0-9a-f]{64}$/);
     const receipt = await provider.getTransactionReceipt(txHash);
     expect(receipt?.to?.toLowerCase()).toBe(stackFile.contracts.jobRegistry.toLowerCase());
-    expect(await screenshots(page, 'playground')).toBeUndefined();
+    await screenshots(page, 'playground');
 
     await page.getByRole('link', { name: 'Balance' }).click();
     await page.getByTestId('delegate-status').getByText('Authorized').waitFor();
     const registry = connectJobRegistry(stackFile.contracts.jobRegistry, provider);
     const prepaid = `${formatEther(await registry.prepaidBalanceOf(wallet.address))} ETH`;
     await page.getByTestId('prepaid-balance').getByText(prepaid, { exact: true }).waitFor();
-    await expectNamedControls(page);
+    await expectSoundPage(page);
     await screenshots(page, 'balance');
 
     // The balance page's own deposit: the same depositAndAuthorize, any amount.
@@ -381,6 +398,28 @@ describe('sign-in edge cases', () => {
       await page.getByRole('alert').getByText(`does not know chain ${stackFile.chainId}`).waitFor();
       expect(walletLog.map((entry) => entry.method)).not.toContain('personal_sign');
       expect(walletLog.every((entry) => entry.wallet === 'Other Wallet')).toBe(true);
+    } finally {
+      await context.close();
+    }
+  }, 60_000);
+
+  it('signs out when the wallet switches to another account, and forgets the key it held', async () => {
+    const first = await freshWallet();
+    const { context, page, wallets } = await openConsole(first);
+    try {
+      await signIn(page);
+      await page.getByRole('button', { name: 'Create key' }).click();
+      await page.getByRole('button', { name: 'Try it in the playground' }).click();
+      await page.getByRole('heading', { name: 'Playground' }).waitFor();
+      expect(await page.getByLabel('API key').inputValue()).toMatch(KEY);
+
+      await wallets.switchAccount(page, 'E2E Wallet', Wallet.createRandom());
+      await page.getByText('Your wallet switched to another account.', { exact: false }).waitFor();
+      expect(await page.evaluate(() => sessionStorage.getItem('svc.console.sign-in'))).toBeNull();
+      // Signed in again as the other account, back on the playground, without the first wallet's key.
+      await signIn(page, 'Playground');
+      expect(await page.getByLabel('API key').inputValue()).toBe('');
+      await expectSoundPage(page);
     } finally {
       await context.close();
     }

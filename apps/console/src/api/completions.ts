@@ -1,5 +1,6 @@
 import { createParser } from 'eventsource-parser';
-import { ServiceError, unreachable } from './api-error.js';
+import { ServiceError } from './api-error.js';
+import { request } from './request.js';
 
 // The playground calls `/v1` the way any OpenAI client does: fetch, and the stream read with a small SSE
 // parser. (The official `openai` package would work too, but would add ~400 kB to the page; the e2e tests
@@ -20,7 +21,7 @@ export interface ChatTurn {
 }
 
 export async function listModels(apiKey: string): Promise<string[]> {
-  const response = await send('GET', '/v1/models', apiKey);
+  const response = await request('GET', '/v1/models', { bearer: apiKey });
   const body = (await response.json()) as { data?: { id: string }[] };
   return (body.data ?? []).map((model) => model.id);
 }
@@ -32,40 +33,55 @@ export async function listModels(apiKey: string): Promise<string[]> {
  */
 export async function streamCompletion(
   apiKey: string,
-  request: { model: string; messages: readonly ChatTurn[]; conversationId: string },
+  call: { model: string; messages: readonly ChatTurn[]; conversationId: string },
   onText: (text: string) => void,
   signal: AbortSignal,
 ): Promise<ServiceInfo | undefined> {
-  const response = await send(
-    'POST',
-    '/v1/chat/completions',
-    apiKey,
-    {
-      model: request.model,
-      messages: request.messages,
+  const response = await request('POST', '/v1/chat/completions', {
+    bearer: apiKey,
+    body: {
+      model: call.model,
+      messages: call.messages,
       stream: true,
       // The service's extension: keeps the conversation on the session that served it.
-      conversation_id: request.conversationId,
+      conversation_id: call.conversationId,
     },
     signal,
-  );
+  });
+  return readCompletionStream(response.body!, onText);
+}
+
+/**
+ * Reads a completion's event stream (docs/api.md, Streaming): `chat.completion.chunk`s, then `[DONE]`; or
+ * an error event in its place after the first chunk. Resolves with the `service` object of the last chunk;
+ * rejects on the error event, on an event that is not JSON, and on a stream that ends without `[DONE]`.
+ */
+export async function readCompletionStream(
+  body: ReadableStream<Uint8Array>,
+  onText: (text: string) => void,
+): Promise<ServiceInfo | undefined> {
   let service: ServiceInfo | undefined;
-  let failure: ServiceError | undefined;
-  let done = false;
+  let outcome: 'done' | ServiceError | undefined;
   const parser = createParser({
     onEvent({ data }) {
-      if (done || failure) return;
+      if (outcome !== undefined) return;
       if (data === '[DONE]') {
-        done = true;
+        outcome = 'done';
         return;
       }
-      const chunk = JSON.parse(data) as {
+      let chunk: {
         error?: { code?: string; message?: string };
         choices?: { delta?: { content?: string } }[];
         service?: ServiceInfo;
       };
+      try {
+        chunk = JSON.parse(data) as typeof chunk;
+      } catch {
+        outcome = new ServiceError(200, null, 'The stream sent an event that is not JSON.');
+        return;
+      }
       if (chunk.error) {
-        failure = new ServiceError(
+        outcome = new ServiceError(
           200,
           chunk.error.code ?? null,
           chunk.error.message ?? 'The stream failed.',
@@ -77,51 +93,21 @@ export async function streamCompletion(
       if (chunk.service) service = chunk.service;
     },
   });
-  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
-  for (;;) {
-    const { value, done: ended } = await reader.read();
-    if (ended) break;
-    parser.feed(value);
-  }
-  if (failure) throw failure;
-  if (!done) throw new ServiceError(200, null, 'The stream ended before the answer was complete.');
-  return service;
-}
-
-/** One `/v1` call; an error status becomes a ServiceError with the body's code and extra fields. */
-async function send(
-  method: string,
-  path: string,
-  apiKey: string,
-  body?: unknown,
-  signal?: AbortSignal,
-): Promise<Response> {
-  let response: Response;
+  const reader = body.getReader();
+  // One decoder for the whole stream: a character split between two reads is decoded whole.
+  const decoder = new TextDecoder();
   try {
-    response = await fetch(path, {
-      method,
-      headers: {
-        authorization: `Bearer ${apiKey}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      cache: 'no-store',
-      ...(signal ? { signal } : {}),
-    });
-  } catch (error) {
-    if (signal?.aborted) throw error;
-    throw unreachable(error);
+    while (outcome === undefined) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      parser.feed(decoder.decode(value, { stream: true }));
+    }
+  } finally {
+    // Nothing after [DONE] or an error event matters; let the connection go.
+    void reader.cancel().catch(() => undefined);
   }
-  if (response.ok) return response;
-  const answer = ((await response.json().catch(() => undefined)) ?? {}) as {
-    error?: Record<string, unknown>;
-  };
-  const error = answer.error ?? {};
-  const retryAfter = Number(response.headers.get('retry-after'));
-  throw new ServiceError(
-    response.status,
-    typeof error['code'] === 'string' ? error['code'] : null,
-    typeof error['message'] === 'string' ? error['message'] : `The service answered ${response.status}.`,
-    { ...error, ...(Number.isFinite(retryAfter) && retryAfter > 0 ? { retry_after: retryAfter } : {}) },
-  );
+  if (outcome instanceof ServiceError) throw outcome;
+  if (outcome !== 'done')
+    throw new ServiceError(200, null, 'The stream ended before the answer was complete.');
+  return service;
 }

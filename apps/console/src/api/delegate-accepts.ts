@@ -6,6 +6,8 @@ import { getAddress } from 'ethers';
  */
 export interface DelegateAccepts {
   readonly chainId: number;
+  /** The wallet the refused key belongs to: only it can make the call payable. */
+  readonly payer: string;
   readonly transaction: { readonly to: string; readonly data: string };
   readonly minimumWei: bigint;
 }
@@ -17,19 +19,27 @@ export function delegateAcceptsOf(fields: Readonly<Record<string, unknown>>): De
   const entry = accepts.find((option) => (option as { scheme?: unknown })?.scheme === 'delegate') as
     | {
         chain_id?: unknown;
+        payer?: unknown;
         instruction?: { minimum_value_wei?: unknown };
         transaction?: { to?: unknown; data?: unknown; chainId?: unknown };
       }
     | undefined;
+  const payer = entry?.payer;
   const to = entry?.transaction?.to;
   const data = entry?.transaction?.data;
   const minimum = entry?.instruction?.minimum_value_wei;
   const chainId = Number(entry?.transaction?.chainId ?? entry?.chain_id);
-  if (typeof to !== 'string' || typeof data !== 'string' || !/^0x[0-9a-fA-F]*$/.test(data)) return undefined;
+  if (typeof payer !== 'string' || typeof to !== 'string') return undefined;
+  if (typeof data !== 'string' || !/^0x[0-9a-fA-F]*$/.test(data)) return undefined;
   if (typeof minimum !== 'string' || !/^\d{1,78}$/.test(minimum) || !Number.isSafeInteger(chainId))
     return undefined;
   try {
-    return { chainId, transaction: { to: getAddress(to), data }, minimumWei: BigInt(minimum) };
+    return {
+      chainId,
+      payer: getAddress(payer),
+      transaction: { to: getAddress(to), data },
+      minimumWei: BigInt(minimum),
+    };
   } catch {
     return undefined;
   }

@@ -1,4 +1,4 @@
-import { ServiceError, unreachable } from './api-error.js';
+import { request } from './request.js';
 
 /** An API key as `/api/api-keys` lists it (docs/api.md, API key resource). */
 export interface ApiKey {
@@ -62,29 +62,10 @@ async function call<T>(
   path: string,
   options: { token?: string; body?: unknown } = {},
 ): Promise<T> {
-  const headers: Record<string, string> = {};
-  if (options.token) headers['authorization'] = `Bearer ${options.token}`;
-  if (options.body !== undefined) headers['content-type'] = 'application/json';
-  let response: Response;
-  try {
-    response = await fetch(path, {
-      method,
-      headers,
-      ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
-      cache: 'no-store',
-    });
-  } catch (error) {
-    throw unreachable(error);
-  }
+  const response = await request(method, path, {
+    ...(options.token ? { bearer: options.token } : {}),
+    ...(options.body !== undefined ? { body: options.body } : {}),
+  });
   if (response.status === 204) return undefined as T;
-  const body = (await response.json().catch(() => undefined)) as unknown;
-  if (response.ok) return body as T;
-  const answer = (body ?? {}) as { error?: unknown; message?: unknown };
-  const retryAfter = Number(response.headers.get('retry-after'));
-  throw new ServiceError(
-    response.status,
-    typeof answer.error === 'string' ? answer.error : null,
-    typeof answer.message === 'string' ? answer.message : `The service answered ${response.status}.`,
-    Number.isFinite(retryAfter) && retryAfter > 0 ? { retry_after: retryAfter } : {},
-  );
+  return (await response.json()) as T;
 }

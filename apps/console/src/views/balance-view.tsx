@@ -4,7 +4,13 @@ import { formatEth } from '../amounts.js';
 import type { DelegateAccepts } from '../api/delegate-accepts.js';
 import type { ServiceChain } from '../api/service-api.js';
 import type { Eip1193Provider } from '../wallet/wallet-discovery.js';
-import { depositAndAuthorize, readPosition, type WalletPosition } from '../wallet/wallet-position.js';
+import { ensureChain } from '../wallet/wallet-sign-in.js';
+import {
+  depositAndAuthorize,
+  readPosition,
+  WrongChainError,
+  type WalletPosition,
+} from '../wallet/wallet-position.js';
 import { ErrorNotice } from './error-notice.js';
 import { FundingPanel } from './funding-panel.js';
 
@@ -35,6 +41,12 @@ export function BalanceView(props: {
     }
   }, [provider, chain, delegate, address]);
   useEffect(() => void refresh(), [refresh]);
+  // The wallet's numbers are its chain's: read again when the user moves it.
+  useEffect(() => {
+    const onChain = () => void refresh();
+    provider.on?.('chainChanged', onChain);
+    return () => provider.removeListener?.('chainChanged', onChain);
+  }, [provider, refresh]);
 
   if (!delegate)
     return (
@@ -52,7 +64,16 @@ export function BalanceView(props: {
           Refresh
         </button>
       </div>
-      <ErrorNotice error={error} title="Could not read the chain" />
+      {error instanceof WrongChainError ? (
+        <div class="notice notice-error" role="alert">
+          <p>{error.message}</p>
+          <button type="button" onClick={() => ensureChain(provider, chain.chainId).then(refresh, setError)}>
+            Switch to chain {chain.chainId}
+          </button>
+        </div>
+      ) : (
+        <ErrorNotice error={error} title="Could not read the chain" />
+      )}
       <dl class="facts" aria-busy={position === undefined && error === undefined}>
         <dt>Wallet</dt>
         <dd>

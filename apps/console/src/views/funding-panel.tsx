@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { formatEth, parseEthAmount, shorten } from '../amounts.js';
+import { ethDecimal, formatEth, parseEthAmount, shorten } from '../amounts.js';
 import type { FundingTransaction } from '../wallet/wallet-position.js';
 import { sendFunding } from '../wallet/wallet-position.js';
 import type { Eip1193Provider } from '../wallet/wallet-discovery.js';
@@ -28,7 +28,7 @@ export function FundingPanel(props: {
   suggestedWei: bigint;
   onMined: () => void;
 }) {
-  const [amount, setAmount] = useState(() => formatEth(props.suggestedWei).replace(' ETH', ''));
+  const [amount, setAmount] = useState(() => ethDecimal(props.suggestedWei));
   const [progress, setProgress] = useState<Progress>({ stage: 'idle' });
   const value = parseEthAmount(amount);
   const tooLow = value !== undefined && value < props.minimumWei;

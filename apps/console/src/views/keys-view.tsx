@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useState } from 'preact/hooks';
-import { formatEth, parseEthAmount } from '../amounts.js';
+import { ethDecimal, formatEth, parseEthAmount } from '../amounts.js';
 import { ServiceError } from '../api/api-error.js';
 import { serviceApi, type ApiKey, type MintedKey } from '../api/service-api.js';
 import { ConfirmDialog } from './confirm-dialog.js';
@@ -23,23 +23,34 @@ export function KeysView(props: {
   const [editingCap, setEditingCap] = useState<string>();
   const [confirmation, setConfirmation] = useState<Confirmation>();
 
-  /** Runs one key call; a refusal is shown (a lapsed sign-in leaves the page), success refreshes the table. */
-  const run = useCallback(
-    async <T,>(action: () => Promise<T>): Promise<T | undefined> => {
-      setError(undefined);
-      try {
-        const result = await action();
-        setKeys(await serviceApi.listKeys(token));
-        return result;
-      } catch (failure) {
-        if (failure instanceof ServiceError && failure.status === 401) onUnauthorized(failure);
-        else setError(failure);
-        return undefined;
-      }
+  const refusal = useCallback(
+    (failure: unknown) => {
+      if (failure instanceof ServiceError && failure.status === 401) onUnauthorized(failure);
+      else setError(failure);
     },
-    [token, onUnauthorized],
+    [onUnauthorized],
   );
-  useEffect(() => void run(async () => undefined), [run]);
+  const refresh = useCallback(() => serviceApi.listKeys(token).then(setKeys, refusal), [token, refusal]);
+  useEffect(() => void refresh(), [refresh]);
+
+  /**
+   * Runs one key call and shows its refusal (a lapsed sign-in leaves the page); `then` takes the result
+   * before the table is refreshed, so a refresh that fails (a 429, the network) never loses it: a minted
+   * key is shown once, and only then.
+   */
+  const run = async <T,>(action: () => Promise<T>, then: (result: T) => void = () => undefined) => {
+    setError(undefined);
+    let result: T;
+    try {
+      result = await action();
+    } catch (failure) {
+      refusal(failure);
+      return false;
+    }
+    then(result);
+    await refresh();
+    return true;
+  };
 
   const active = keys?.filter((key) => key.revokedAt === null).length ?? 0;
   return (
@@ -49,13 +60,7 @@ export function KeysView(props: {
         Keys call <code>/v1</code> with any OpenAI client. Each call is paid from this wallet's prepaid
         balance; a cap bounds what one key can ever spend. {keys ? `${active} of 25 active.` : null}
       </p>
-      <CreateKeyForm
-        onCreate={async (request) => {
-          const key = await run(() => serviceApi.mintKey(token, request));
-          if (key) setMinted(key);
-          return key !== undefined;
-        }}
-      />
+      <CreateKeyForm onCreate={(request) => run(() => serviceApi.mintKey(token, request), setMinted)} />
       {minted ? (
         <MintedKeyPanel minted={minted} onUse={props.onUseKey} onDone={() => setMinted(undefined)} />
       ) : null}
@@ -66,20 +71,35 @@ export function KeysView(props: {
         <p class="empty">No keys yet. Create one above.</p>
       ) : (
         <div class="table-wrap">
-          <table class="keys">
+          {/* Explicit roles: at phone width the table is laid out as cards, which drops its semantics. */}
+          <table class="keys" role="table">
             <caption class="visually-hidden">API keys, newest first</caption>
-            <thead>
-              <tr>
-                <th scope="col">Key</th>
-                <th scope="col">Spend cap</th>
-                <th scope="col">Spent</th>
-                <th scope="col">Limit hits</th>
-                <th scope="col">Created</th>
-                <th scope="col">Status</th>
-                <th scope="col">Actions</th>
+            <thead role="rowgroup">
+              <tr role="row">
+                <th scope="col" role="columnheader">
+                  Key
+                </th>
+                <th scope="col" role="columnheader">
+                  Spend cap
+                </th>
+                <th scope="col" role="columnheader">
+                  Spent
+                </th>
+                <th scope="col" role="columnheader">
+                  Limit hits
+                </th>
+                <th scope="col" role="columnheader">
+                  Created
+                </th>
+                <th scope="col" role="columnheader">
+                  Status
+                </th>
+                <th scope="col" role="columnheader">
+                  Actions
+                </th>
               </tr>
             </thead>
-            <tbody>
+            <tbody role="rowgroup">
               {keys.map((key) => (
                 <KeyRow
                   key={key.id}
@@ -87,8 +107,10 @@ export function KeysView(props: {
                   editingCap={editingCap === key.id}
                   onEditCap={(editing) => setEditingCap(editing ? key.id : undefined)}
                   onSetCap={async (spendCapWei) => {
-                    const changed = await run(() => serviceApi.setCap(token, key.id, spendCapWei));
-                    if (changed) setEditingCap(undefined);
+                    await run(
+                      () => serviceApi.setCap(token, key.id, spendCapWei),
+                      () => setEditingCap(undefined),
+                    );
                   }}
                   onConfirm={(action) => setConfirmation({ action, key })}
                 />
@@ -244,29 +266,33 @@ function KeyRow(props: {
   const revoked = key.revokedAt !== null;
   const hits = key.limitHits;
   return (
-    <tr class={revoked ? 'revoked' : undefined} data-key-prefix={key.prefix}>
-      <td data-label="Key">
+    <tr role="row" class={revoked ? 'revoked' : undefined} data-key-prefix={key.prefix}>
+      <td role="cell" data-label="Key">
         <div>
           <code class="key-prefix">{key.prefix}…</code>
           {key.name ? <div class="key-name">{key.name}</div> : null}
         </div>
       </td>
-      <td data-label="Spend cap" title={key.spendCapWei === null ? undefined : `${key.spendCapWei} wei`}>
+      <td
+        role="cell"
+        data-label="Spend cap"
+        title={key.spendCapWei === null ? undefined : `${key.spendCapWei} wei`}
+      >
         {key.spendCapWei === null ? 'No cap' : formatEth(key.spendCapWei)}
       </td>
-      <td data-label="Spent" title={`${key.spentWei} wei`}>
+      <td role="cell" data-label="Spent" title={`${key.spentWei} wei`}>
         {formatEth(key.spentWei)}
       </td>
-      <td data-label="Limit hits">
+      <td role="cell" data-label="Limit hits">
         <span title="Refused by the rate limit, the concurrency limit, the spend cap and the session-open limit">
           rate {hits.rate} · concurrency {hits.concurrency} · cap {hits.spendCap} · sessions{' '}
           {hits.sessionOpens}
         </span>
       </td>
-      <td data-label="Created">
+      <td role="cell" data-label="Created">
         <time dateTime={key.createdAt}>{new Date(key.createdAt).toLocaleString()}</time>
       </td>
-      <td data-label="Status">
+      <td role="cell" data-label="Status">
         {revoked ? (
           <span class="badge muted">
             Revoked <time dateTime={key.revokedAt!}>{new Date(key.revokedAt!).toLocaleString()}</time>
@@ -275,7 +301,7 @@ function KeyRow(props: {
           <span class="badge ok">Active</span>
         )}
       </td>
-      <td data-label="Actions">
+      <td role="cell" data-label="Actions">
         <div class="row-actions">
           {revoked ? (
             <button
@@ -328,7 +354,7 @@ function CapForm(props: {
   onCancel: () => void;
 }) {
   const [text, setText] = useState(
-    props.apiKey.spendCapWei === null ? '' : formatEth(props.apiKey.spendCapWei).replace(' ETH', ''),
+    props.apiKey.spendCapWei === null ? '' : ethDecimal(props.apiKey.spendCapWei),
   );
   const wei = parseEthAmount(text);
   return (

@@ -21,6 +21,15 @@ interface Exchange {
 let nextExchangeId = 0;
 
 /**
+ * The conversation's `conversation_id`: random, so calls of one conversation go back to its session.
+ * From getRandomValues, which (unlike randomUUID) works on a plain-HTTP origin too.
+ */
+function newConversationId(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (byte) => byte.toString(16).padStart(2, '0')).join('');
+}
+
+/**
  * Try a model: pick one from `/v1/models`, chat with streaming, and see the on-chain job behind every
  * answer. A call refused 402 because the wallet has not funded the service's signer offers the deposit
  * step, with the transaction and least value from the refusal's `accepts` entry.
@@ -41,7 +50,8 @@ export function PlaygroundView(props: {
   const [system, setSystem] = useState('');
   const [draft, setDraft] = useState('');
   const [exchanges, setExchanges] = useState<readonly Exchange[]>([]);
-  const [conversationId, setConversationId] = useState(() => crypto.randomUUID());
+  const [conversationId, setConversationId] = useState(newConversationId);
+  const [announcement, setAnnouncement] = useState('');
   const inFlight = useRef<AbortController>(undefined);
   const keyValid = KEY_PATTERN.test(apiKey);
 
@@ -80,6 +90,7 @@ export function PlaygroundView(props: {
       { role: 'user', content: question },
     ];
     setDraft('');
+    setAnnouncement('');
     props.onRefusal(undefined);
     const id = nextExchangeId++;
     // By id: a stream cut short by "New conversation" must not write into the next one.
@@ -102,13 +113,17 @@ export function PlaygroundView(props: {
         controller.signal,
       );
       update({ answer, done: true, ...(service ? { service } : {}) });
+      setAnnouncement('The answer is complete.');
     } catch (error) {
+      // Cut short by "New conversation" or by leaving the page: nothing to report, nothing to resend.
+      if (controller.signal.aborted) return;
       update({ answer, error, done: true });
       // The question goes back to the composer, to send again once the remedy is applied.
       setDraft((current) => current || question);
       const accepts =
         error instanceof ServiceError && error.status === 402 ? delegateAcceptsOf(error.fields) : undefined;
       if (accepts) props.onRefusal(accepts);
+      setAnnouncement('The call was refused.');
     }
   };
 
@@ -170,7 +185,11 @@ export function PlaygroundView(props: {
         ) : null}
       </div>
       <ErrorNotice error={modelsError} title="Could not list the models" />
-      <ol class="transcript" aria-label="Conversation" aria-live="polite">
+      {/* Announced once per answer; the transcript itself is not live, or every streamed piece would be read out. */}
+      <p class="visually-hidden" role="status">
+        {announcement}
+      </p>
+      <ol class="transcript" aria-label="Conversation">
         {exchanges.map((exchange) => (
           <li key={exchange.id} class="exchange">
             <div class="bubble user">
@@ -188,7 +207,13 @@ export function PlaygroundView(props: {
           </li>
         ))}
       </ol>
-      {props.refusal && props.wallet ? (
+      {props.refusal && props.wallet && !samePayer(props.refusal, props.wallet.address) ? (
+        <p class="notice" role="status">
+          This key belongs to <code>{props.refusal.payer}</code>, not to the wallet signed in here: sign in
+          with that wallet to fund its calls.
+        </p>
+      ) : null}
+      {props.refusal && props.wallet && samePayer(props.refusal, props.wallet.address) ? (
         <section class="card" aria-labelledby="funding-title">
           <h2 id="funding-title">Fund your calls</h2>
           <FundingPanel
@@ -223,7 +248,7 @@ export function PlaygroundView(props: {
             onClick={() => {
               inFlight.current?.abort();
               setExchanges([]);
-              setConversationId(crypto.randomUUID());
+              setConversationId(newConversationId());
             }}
           >
             New conversation
@@ -235,6 +260,10 @@ export function PlaygroundView(props: {
       </form>
     </section>
   );
+}
+
+function samePayer(refusal: DelegateAccepts, address: string): boolean {
+  return refusal.payer.toLowerCase() === address.toLowerCase();
 }
 
 function ServiceDetails({ service }: { service: ServiceInfo }) {

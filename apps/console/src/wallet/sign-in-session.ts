@@ -4,10 +4,12 @@ import type { SignInToken } from '../api/service-api.js';
 // shared with other tabs or left on disk after the browser closes.
 const STORAGE_KEY = 'svc.console.sign-in';
 
-/** A sign-in the console holds: the token, its expiry and the wallet it speaks for. */
+/** A sign-in the console holds: the token, its expiry, the address it speaks for and the wallet that signed. */
 export interface SignInSession {
   readonly token: string;
   readonly address: string;
+  /** The browser wallet that signed (InjectedWallet.id): reads and deposits go through it alone. */
+  readonly walletId: string;
   /** Milliseconds since the epoch. */
   readonly expiresAt: number;
 }
@@ -17,10 +19,10 @@ export interface SignInSession {
  * (`exp` − `iat`) from the moment it arrived. A browser whose clock is off from the server's still counts
  * down the hour the server gave, instead of signing out at once or never.
  */
-export function sessionOf(token: SignInToken, receivedAt = Date.now()): SignInSession {
+export function sessionOf(token: SignInToken, walletId: string, receivedAt = Date.now()): SignInSession {
   const lifetimeMs = lifetimeOf(token.token);
   const expiresAt = lifetimeMs === undefined ? Date.parse(token.expiresAt) : receivedAt + lifetimeMs;
-  return { token: token.token, address: token.address, expiresAt };
+  return { token: token.token, address: token.address, walletId, expiresAt };
 }
 
 /** `exp` − `iat` of a compact JWT, in milliseconds; undefined when it does not say. Not a verification. */
@@ -56,6 +58,7 @@ export function restoreSession(now = Date.now()): SignInSession | undefined {
     if (
       typeof saved?.token !== 'string' ||
       typeof saved.address !== 'string' ||
+      typeof saved.walletId !== 'string' ||
       typeof saved.expiresAt !== 'number'
     )
       return undefined;

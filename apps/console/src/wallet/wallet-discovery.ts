@@ -6,7 +6,10 @@ export interface Eip1193Provider {
 }
 
 export interface InjectedWallet {
-  /** EIP-6963's `uuid`, or `injected` for a bare `window.ethereum`. */
+  /**
+   * EIP-6963's `rdns` (stable across page loads, unlike its per-load `uuid`), or `injected` for a bare
+   * `window.ethereum`.
+   */
   readonly id: string;
   readonly name: string;
   /** A data: URI the wallet announced (EIP-6963 requires one); shown as its icon. */
@@ -40,11 +43,12 @@ export function discoverWallets(onChange: (wallets: readonly InjectedWallet[]) =
   };
   const onAnnounce = (event: Event) => {
     const { info, provider } = (event as AnnounceProviderEvent).detail ?? {};
-    if (!info?.uuid || typeof provider?.request !== 'function') return;
+    const id = info?.rdns || info?.uuid;
+    if (!id || typeof provider?.request !== 'function') return;
     // Only a data: image may be shown under the console's CSP (img-src 'self' data:), and it is inert there.
     const icon = typeof info.icon === 'string' && info.icon.startsWith('data:image/') ? info.icon : undefined;
-    announced.set(info.uuid, {
-      id: info.uuid,
+    announced.set(id, {
+      id,
       name: info.name || info.rdns || 'Wallet',
       provider,
       ...(icon ? { icon } : {}),

@@ -1,5 +1,5 @@
 import { jobRegistryAbi } from '@svc/contracts/abi';
-import { BrowserProvider, Contract, getAddress, Interface, type TransactionReceipt } from 'ethers';
+import { BrowserProvider, Contract, getAddress, Interface, isError, type TransactionReceipt } from 'ethers';
 import type { ServiceChain } from '../api/service-api.js';
 import type { Eip1193Provider } from './wallet-discovery.js';
 import { ensureChain } from './wallet-sign-in.js';
@@ -32,11 +32,24 @@ function browserProvider(provider: Eip1193Provider, chainId: number): BrowserPro
   return browser;
 }
 
+/** The wallet is on another chain than the service's: its reads would describe another chain. */
+export class WrongChainError extends Error {
+  constructor(
+    readonly walletChainId: number,
+    readonly serviceChainId: number,
+  ) {
+    super(`Your wallet is on chain ${walletChainId}; the service runs on chain ${serviceChainId}.`);
+    this.name = 'WrongChainError';
+  }
+}
+
 export async function readPosition(
   provider: Eip1193Provider,
   chain: ServiceChain & { delegate: string },
   address: string,
 ): Promise<WalletPosition> {
+  const walletChainId = Number(await provider.request({ method: 'eth_chainId' }));
+  if (walletChainId !== chain.chainId) throw new WrongChainError(walletChainId, chain.chainId);
   const browser = browserProvider(provider, chain.chainId);
   const registry = new Contract(chain.jobRegistry, registryInterface, browser);
   const [ethWei, prepaidWei, delegateAuthorized, allowanceWei] = (await Promise.all([
@@ -77,7 +90,14 @@ export async function sendFunding(
   const signer = await browser.getSigner(from);
   const sent = await signer.sendTransaction({ ...transaction, chainId });
   onSent(sent.hash);
-  const receipt = await sent.wait();
-  if (!receipt) throw new Error(`Transaction ${sent.hash} was dropped.`);
-  return receipt;
+  try {
+    const receipt = await sent.wait();
+    if (!receipt) throw new Error(`Transaction ${sent.hash} was dropped.`);
+    return receipt;
+  } catch (error) {
+    // The wallet's "speed up" sends the same call at a higher fee: its receipt is this deposit's.
+    if (isError(error, 'TRANSACTION_REPLACED') && !error.cancelled && error.reason === 'repriced')
+      return error.receipt;
+    throw error;
+  }
 }

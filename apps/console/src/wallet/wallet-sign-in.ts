@@ -33,12 +33,9 @@ export async function ensureChain(provider: Eip1193Provider, chainId: number): P
     });
   } catch (error) {
     if ((error as { code?: unknown }).code === UNRECOGNIZED_CHAIN)
-      throw new Error(
-        `Your wallet does not know chain ${chainId}. Add it to the wallet, then sign in again.`,
-        {
-          cause: error,
-        },
-      );
+      throw new Error(`Your wallet does not know chain ${chainId}. Add it to the wallet, then try again.`, {
+        cause: error,
+      });
     throw error;
   }
   const switched = Number(await provider.request({ method: 'eth_chainId' }));

@@ -1,5 +1,5 @@
 import { getBytes, type JsonRpcProvider, type Wallet, type HDNodeWallet } from 'ethers';
-import type { BrowserContext } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 
 /**
  * A browser wallet extension, stood in for by a real ethers wallet on the devnet: the page sees an EIP-1193
@@ -10,7 +10,7 @@ import type { BrowserContext } from 'playwright-core';
 export interface InjectedWalletOptions {
   /** The name the wallet announces (EIP-6963 `info.name`). */
   readonly name: string;
-  readonly wallet: Wallet | HDNodeWallet;
+  wallet: Wallet | HDNodeWallet;
   readonly provider: JsonRpcProvider;
   /** The chain the wallet is on when the page opens. */
   readonly startChainId: number;
@@ -21,6 +21,12 @@ export interface InjectedWalletOptions {
 /** Every request the page made of an injected wallet, in order (methods only). */
 export type WalletRequestLog = { wallet: string; method: string }[];
 
+export interface InjectedWallets {
+  readonly log: WalletRequestLog;
+  /** Moves a wallet to another account, as the user would in the extension: `accountsChanged` fires. */
+  switchAccount(page: Page, name: string, account: Wallet | HDNodeWallet): Promise<void>;
+}
+
 interface WalletAnswer {
   readonly result?: unknown;
   readonly error?: { code: number; message: string };
@@ -28,13 +34,14 @@ interface WalletAnswer {
 
 /**
  * Installs the wallets into every page of `context` (before any page script runs) and answers their
- * requests. Returns the log of requests.
+ * requests.
  */
 export async function injectWallets(
   context: BrowserContext,
-  wallets: readonly InjectedWalletOptions[],
-): Promise<WalletRequestLog> {
+  installed: readonly InjectedWalletOptions[],
+): Promise<InjectedWallets> {
   const log: WalletRequestLog = [];
+  const wallets = installed.map((options) => ({ ...options }));
   const chainIds = new Map(wallets.map((options) => [options.name, options.startChainId]));
   await context.exposeFunction(
     '__injectedWalletRequest',
@@ -56,14 +63,16 @@ export async function injectWallets(
     },
   );
   await context.addInitScript(
-    (announced: { name: string; uuid: string }[]) => {
+    (names: string[]) => {
       type Listener = (...args: unknown[]) => void;
       const call = (window as unknown as Record<string, unknown>)['__injectedWalletRequest'] as (
         name: string,
         method: string,
         params: unknown,
       ) => Promise<WalletAnswer>;
-      const providers = announced.map(({ name, uuid }) => {
+      const emitters: Record<string, (event: string, ...args: unknown[]) => void> = {};
+      (window as unknown as { __injectedWallets: typeof emitters }).__injectedWallets = emitters;
+      const providers = names.map((name) => {
         const listeners = new Map<string, Set<Listener>>();
         const emit = (event: string, ...args: unknown[]) =>
           listeners.get(event)?.forEach((listener) => listener(...args));
@@ -85,8 +94,10 @@ export async function injectWallets(
             listeners.get(event)?.delete(listener);
           },
         };
+        emitters[name] = emit;
+        // A new uuid on every page load, as EIP-6963 wallets do; rdns is what stays.
         const info = {
-          uuid,
+          uuid: crypto.randomUUID(),
           name,
           rdns: `test.${name.toLowerCase().replace(/[^a-z0-9]+/g, '-')}`,
           icon: 'data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCAxIDEiPjxyZWN0IHdpZHRoPSIxIiBoZWlnaHQ9IjEiIGZpbGw9IiMzYjRmZDgiLz48L3N2Zz4=',
@@ -103,12 +114,23 @@ export async function injectWallets(
       announce();
       (window as unknown as { ethereum?: unknown }).ethereum = providers[0]?.provider;
     },
-    wallets.map((options, index) => ({
-      name: options.name,
-      uuid: `00000000-0000-4000-8000-00000000000${index}`,
-    })),
+    wallets.map((options) => options.name),
   );
-  return log;
+  return {
+    log,
+    async switchAccount(page, name, account) {
+      wallets.find((options) => options.name === name)!.wallet = account;
+      await page.evaluate(
+        ([wallet, address]) =>
+          (
+            window as unknown as {
+              __injectedWallets: Record<string, (event: string, ...args: unknown[]) => void>;
+            }
+          ).__injectedWallets[wallet]!('accountsChanged', [address]),
+        [name, account.address] as const,
+      );
+    },
+  };
 }
 
 async function answer(
