@@ -12,12 +12,16 @@ export function lifecycleContract(use: UseFixture): void {
 
     it('rejects every call after close with StoreClosedError, and ends blocked reads', async () => {
       const store = await use().openScratch();
-      const blocked = store.frames.read(uniqueKey('job'), null, { blockMs: 10_000 });
+      // The expectation is attached before closing: the blocked read may reject while close() is still
+      // under way, and a rejection nobody handles yet fails the run whatever is awaited later.
+      const blocked = expect(store.frames.read(uniqueKey('job'), null, { blockMs: 10_000 })).rejects.toThrow(
+        StoreClosedError,
+      );
       await sleep(100);
       await store.close();
       await store.close();
 
-      await expect(blocked).rejects.toThrow(StoreClosedError);
+      await blocked;
       await expect(store.ping()).rejects.toThrow(StoreClosedError);
       await expect(store.values.get(uniqueKey('value'))).rejects.toThrow(StoreClosedError);
       await expect(store.rateWindows.hit(uniqueKey('rate'), 1, 1000)).rejects.toThrow(StoreClosedError);
