@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { generateKeyServiceSecrets, type KeyServiceSecrets } from '@svc/key-service';
@@ -5,10 +6,12 @@ import { generateKeyServiceSecrets, type KeyServiceSecrets } from '@svc/key-serv
 const SECRETS_FILE = 'secrets.json';
 
 /**
- * The all-in-one key-service's secrets as settings: the token signing key with its id, and the key pepper,
+ * The all-in-one secrets as settings: the key-service's token signing key with its id and its key pepper,
  * generated on first start and kept under STATE_DIR (owner-only) so sign-in tokens and API keys survive a
- * restart; `--reset` replaces them. What the environment sets wins: the signing key and its id only
- * together. A deployment never uses this: it sets its own (see docs/configuration.md).
+ * restart, and the services' shared SERVICE_TOKEN_SECRET, derived from the kept pepper (so a secrets file
+ * written before service tokens existed needs no change); `--reset` replaces them. What the environment
+ * sets wins: the signing key and its id only together. A deployment never uses this: it sets its own (see
+ * docs/configuration.md).
  */
 export function localSecretSettings(
   env: Readonly<Record<string, string | undefined>>,
@@ -20,7 +23,15 @@ export function localSecretSettings(
       ? { SIGNIN_TOKEN_SIGNING_KEY, SIGNIN_TOKEN_SIGNING_KEY_ID }
       : {}),
     ...(env.API_KEY_PEPPER === undefined ? { API_KEY_PEPPER } : {}),
+    ...(env.SERVICE_TOKEN_SECRET === undefined
+      ? { SERVICE_TOKEN_SECRET: derivedSecret(API_KEY_PEPPER, 'svc all-in-one service token secret') }
+      : {}),
   };
+}
+
+/** A secret of its own for `purpose` from a kept one: HMAC-SHA-256, which reveals nothing of the kept one. */
+function derivedSecret(kept: string, purpose: string): string {
+  return createHmac('sha256', kept).update(purpose).digest('base64url');
 }
 
 /** The kept secrets, created at once if there are none (atomically: a reader never sees half a file). */

@@ -1,10 +1,12 @@
-// The runner: `svc-server --target <all|key-service|gateway|worker> [--reset]`. `npm start` runs
-// `--target all`; a container runs one service. `--reset` empties STATE_DIR first (the embedded
-// database, the devnet chain and the workers' data), to start from scratch.
+// The runner: `svc-server --target <all|key-service|job-orchestrator|payment-settler|gateway|worker>
+// [--reset]`. `npm start` runs `--target all`; a container runs one service. `--reset` empties STATE_DIR
+// first (the embedded database, the devnet chain and the workers' data), to start from scratch.
+// `--target migrate` applies the key-service's database migrations and exits (the chart's migration Job).
 import { parseCommandLine, runMain } from '@svc/runtime';
+import { MIGRATE_TARGET, runMigrations } from './migrate.js';
 import { targets } from './targets.js';
 
-const USAGE = `Usage: svc-server [--target <${Object.keys(targets).join('|')}>] [--reset]\n`;
+const USAGE = `Usage: svc-server [--target <${[...Object.keys(targets), MIGRATE_TARGET].join('|')}>] [--reset]\n`;
 
 let commandLine;
 try {
@@ -13,6 +15,7 @@ try {
   process.stderr.write(`${(error as Error).message}\n${USAGE}`);
   process.exit(2);
 }
+if (commandLine.target === MIGRATE_TARGET) process.exit(await runMigrations());
 const target = targets[commandLine.target ?? 'all'];
 if (!target) {
   process.stderr.write(`unknown target "${commandLine.target}"\n${USAGE}`);

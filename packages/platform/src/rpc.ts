@@ -1,10 +1,12 @@
-import { GrpcServer, METADATA, type ClientOptions, type GrpcServerOptions } from '@svc/proto';
+import { GrpcServer, METADATA, RpcError, type ClientOptions, type GrpcServerOptions } from '@svc/proto';
 import { mapAppErrorToRpc } from './errors/index.js';
 import { currentRequestId, withRequestContext, type Logger } from './logging/index.js';
+import type { ServiceIdentity, ServiceName } from './service-tokens.js';
 
 /**
  * A gRPC server wired the way every service needs it: AppErrors keep their code across the wire, other
- * errors are logged (with the request id) and answered INTERNAL, handlers run in the caller's request context.
+ * errors are logged (with the request id) and answered INTERNAL, handlers run in the caller's request
+ * context, and calls an authenticator refused are logged (never their token).
  */
 export function createServiceGrpcServer(logger: Logger, options: GrpcServerOptions = {}): GrpcServer {
   return new GrpcServer({
@@ -15,15 +17,35 @@ export function createServiceGrpcServer(logger: Logger, options: GrpcServerOptio
         'unexpected error in gRPC handler',
       ),
     runInContext: (context, handler) => withRequestContext({ requestId: context.requestId }, handler),
+    onRefused: (error, call) => {
+      const fields = { method: call.method.name, peer: call.peer };
+      if (error instanceof RpcError) logger.warn({ ...fields, reason: error.message }, 'gRPC call refused');
+      else logger.error({ ...fields, err: error }, 'gRPC call refused: the authenticator failed');
+    },
     ...options,
   });
 }
 
-/** Client options that carry the current request id to the callee. */
-export function serviceClientOptions(options: ClientOptions = {}): ClientOptions {
+export interface ServiceClientOptions extends ClientOptions {
+  /** The calling service: every call carries its service token. */
+  readonly identity: ServiceIdentity;
+  /** The service called, which its tokens name as their audience. */
+  readonly audience: ServiceName;
+}
+
+/** Client options of a call from one service to another: its service token and the current request id. */
+export function serviceClientOptions({
+  identity,
+  audience,
+  ...options
+}: ServiceClientOptions): ClientOptions {
   return {
     defaultUnaryTimeoutMs: 10_000,
     ...options,
-    defaultMetadata: () => ({ [METADATA.requestId]: currentRequestId(), ...options.defaultMetadata?.() }),
+    defaultMetadata: () => ({
+      [METADATA.requestId]: currentRequestId(),
+      ...options.defaultMetadata?.(),
+      [METADATA.authorization]: identity.authorization(audience),
+    }),
   };
 }

@@ -44,6 +44,52 @@ export const runtimeConfigShape = {
     doc: 'Kafka brokers (host:port, comma-separated) for key and job lifecycle events; unset uses an in-process bus.',
   }),
   KAFKA_CLIENT_ID: env.optionalString({ doc: 'Kafka client id. Default: `svc-<target>`.' }),
+  KAFKA_SSL: env.bool({
+    doc: 'TLS to the Kafka brokers, verified against the system CAs (add a private CA with NODE_EXTRA_CA_CERTS).',
+    default: false,
+  }),
+  KAFKA_SASL_MECHANISM: env.oneOf({
+    doc: 'SASL mechanism of the Kafka brokers; `none` connects without SASL. The others need KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD.',
+    values: ['none', 'plain', 'scram-sha-256', 'scram-sha-512'] as const,
+    default: 'none',
+  }),
+  KAFKA_SASL_USERNAME: env.optionalString({ doc: 'SASL user name for the Kafka brokers.' }),
+  KAFKA_SASL_PASSWORD: env.optionalString({ doc: 'SASL password for the Kafka brokers.', secret: true }),
+  KAFKA_PUBLISH_TIMEOUT: env.durationMs({
+    doc: 'How long publishing an event waits for the brokers to acknowledge it (connecting included) before it fails with PublishTimeoutError; the caller then retries or leaves it to its fallback (the key-event outbox keeps the event, the reservation TTL settles a spend). Keep it below 20s, the key-service transaction the outbox relay publishes in.',
+    default: '5s',
+  }),
+  KAFKA_JOIN_TIMEOUT: env.durationMs({
+    doc: 'How long an event consumer may take to join its consumer group. At start-up a service whose consumer has not joined by then fails to start; later, a consumer out of its group for longer (kicked and unable to rejoin, the brokers unreachable) makes its service not ready (`/readyz` 503, gRPC health NOT_SERVING) until it is back.',
+    default: '60s',
+  }),
+  KAFKA_TOPIC_REPLICATION_FACTOR: env.int({
+    doc: 'Replicas of each partition of the topics a service creates (`svc.job-lifecycle.v1`, `svc.key-events.v1`); 1 for a single-broker development cluster. Existing topics are left as they are.',
+    default: 3,
+    min: 1,
+  }),
+  KAFKA_TOPIC_MIN_INSYNC_REPLICAS: env.optionalInt({
+    doc: '`min.insync.replicas` of the topics a service creates: replicas that must have an event before a publish (acks=all) succeeds; at most KAFKA_TOPIC_REPLICATION_FACTOR. Default: the replication factor minus one, at least 1.',
+    min: 1,
+  }),
+  KAFKA_JOB_LIFECYCLE_PARTITIONS: env.int({
+    doc: 'Partitions of `svc.job-lifecycle.v1` when a service creates it: at most this many key-service replicas share the spend settlement. Fixed once created.',
+    default: 12,
+    min: 1,
+  }),
+  KAFKA_JOB_LIFECYCLE_RETENTION: env.durationMs({
+    doc: '`retention.ms` of `svc.job-lifecycle.v1` when a service creates it: how long a stopped consumer group may lag before it loses events.',
+    default: '168h',
+  }),
+  KAFKA_KEY_EVENTS_PARTITIONS: env.int({
+    doc: 'Partitions of `svc.key-events.v1` when a service creates it. Fixed once created.',
+    default: 6,
+    min: 1,
+  }),
+  KAFKA_KEY_EVENTS_RETENTION: env.durationMs({
+    doc: '`retention.ms` of `svc.key-events.v1` when a service creates it: the audit trail of key changes (the outbox table keeps them OUTBOX_RETENTION).',
+    default: '720h',
+  }),
 
   RPC_URL: env.url({
     doc: 'JSON-RPC endpoint of the chain; unset starts a local anvil devnet whose state is kept under STATE_DIR/chain.',

@@ -16,6 +16,7 @@ export {
 } from './runner.js';
 export { parseCommandLine, runMain, type CommandLine } from './main.js';
 export { runtimeConfigShape, type RuntimeConfig } from './config.js';
+export { eventBusReadiness, GrpcReadinessMonitor, type ProcessReadiness } from './readiness.js';
 export { DEFAULT_STATE_DIR } from './state-dir.js';
 export type { ChainConnection } from './dependencies/chain.js';
 export type { DatabaseConnection } from './dependencies/database.js';

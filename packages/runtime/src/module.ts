@@ -2,6 +2,7 @@ import type { ConfigOf, ConfigShape, EventBus, Logger, Store } from '@svc/platfo
 import type { GrpcServer } from '@svc/proto';
 import type { ChainConnection } from './dependencies/chain.js';
 import type { DatabaseConnection } from './dependencies/database.js';
+import type { ProcessReadiness } from './readiness.js';
 
 /** What the runner opens once per process and hands to every module that names it. */
 export interface SharedDependencies {
@@ -24,6 +25,11 @@ export type ModuleDependencies<D extends Dependency> = Pick<SharedDependencies, 
   readonly logger: Logger;
   /** Where this process keeps local state (the embedded database, the devnet, worker data). */
   readonly stateDir: string;
+  /**
+   * Whether the process should take traffic (an event consumer that died says no): a module with a
+   * readiness probe of its own (the gateway's `/readyz`) asks it; gRPC health follows it already.
+   */
+  readonly readiness: ProcessReadiness;
 };
 
 /** A built service. All start-up I/O happens in `start`; `stop` undoes it and is safe after a failed start. */

@@ -14,6 +14,7 @@ import { openDatabase } from './dependencies/database.js';
 import { openEventBus } from './dependencies/event-bus.js';
 import { openStore } from './dependencies/store.js';
 import type { Dependency, ServiceInstance, ServiceModule, SharedDependencies } from './module.js';
+import { eventBusReadiness, GrpcReadinessMonitor, type ProcessReadiness } from './readiness.js';
 
 /** One module to run, possibly several times in one process (the all-in-one target's workers). */
 export interface Unit {
@@ -64,6 +65,8 @@ export interface RunOptions {
    * replicas in one test sharing a bus, a store shared with the code under test.
    */
   readonly provided?: Partial<SharedDependencies>;
+  /** How often gRPC health follows the process's readiness; default 1 s. */
+  readonly readinessIntervalMs?: number;
 }
 
 export interface RunningTarget {
@@ -75,6 +78,8 @@ export interface RunningTarget {
   readonly stateDir: string;
   /** The running instances by unit name (a module's instance type says what else it exposes). */
   readonly instances: ReadonlyMap<string, ServiceInstance>;
+  /** Whether the process should take traffic (what `/readyz` and grpc.health.v1 report). */
+  readonly readiness: ProcessReadiness;
   /** Stops every instance (last started first), then the shared dependencies; safe to call twice. */
   stop(): Promise<void>;
 }
@@ -145,22 +150,35 @@ export async function runTarget(target: Target, options: RunOptions = {}): Promi
     }
     let grpcAddress: string | undefined;
     if (needs.has('grpc')) {
-      const grpc = createServiceGrpcServer(logger);
+      // Every module says who may call each service it adds (a service token's callers, or open).
+      const grpc = createServiceGrpcServer(logger, { requireAccess: true });
       const port = await grpc.listen(`${runtime.GRPC_HOST}:${runtime.GRPC_PORT}`, { serving: false });
       closers.push({ name: 'gRPC server', close: () => grpc.shutdown() });
       dependencies.grpc = grpc;
       grpcAddress = `${loopbackFor(runtime.GRPC_HOST)}:${port}`;
     }
 
+    const readiness = eventBusReadiness(dependencies.bus);
     const env = moduleEnvironment(target, baseEnv, dependencies, grpcAddress);
     const units = target.units?.(dependencies, runtime) ?? target.modules.map((module) => ({ module }));
-    const built = buildUnits(units, env, dependencies, options.logger, runtime, stateDir);
+    const built = buildUnits(units, env, dependencies, options.logger, runtime, stateDir, readiness);
     for (const { name, instance } of built) {
       // Registered before it starts: a start that fails half way is stopped too (stop is safe then).
       closers.push({ name, close: () => instance.stop() });
       await instance.start();
     }
     dependencies.grpc?.announceServing();
+    if (dependencies.grpc && dependencies.bus) {
+      // Stopped first on stop (closers run last in, first out), before the gRPC server shuts down.
+      const monitor = new GrpcReadinessMonitor(
+        dependencies.grpc,
+        readiness,
+        logger,
+        options.readinessIntervalMs ?? 1_000,
+      );
+      monitor.start();
+      closers.push({ name: 'readiness monitor', close: async () => monitor.stop() });
+    }
     const instances = new Map(built.map(({ name, instance }) => [name, instance]));
     const running: RunningTarget = {
       target: target.name,
@@ -169,6 +187,7 @@ export async function runTarget(target: Target, options: RunOptions = {}): Promi
       grpcAddress,
       stateDir,
       instances,
+      readiness,
       stop: closeAll,
     };
     const cleanup = await target.started?.(running);
@@ -218,6 +237,7 @@ function buildUnits(
   parentLogger: Logger | undefined,
   runtime: RuntimeConfig,
   stateDir: string,
+  readiness: ProcessReadiness,
 ): Array<{ name: string; instance: ServiceInstance }> {
   const problems: string[] = [];
   const configs = units.map((unit) => {
@@ -234,7 +254,7 @@ function buildUnits(
     const name = unit.name ?? unit.module.name;
     const logger =
       parentLogger?.child({ unit: name }) ?? createLogger({ service: name, level: runtime.LOG_LEVEL });
-    const granted: Record<string, unknown> = { logger, stateDir };
+    const granted: Record<string, unknown> = { logger, stateDir, readiness };
     for (const need of unit.module.needs) granted[need] = dependencies[need];
     return { name, instance: unit.module.build(configs[index] as never, granted as never) };
   });

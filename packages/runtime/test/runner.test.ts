@@ -5,6 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { EmbeddedEventBus, env, KafkaEventBus, MemoryStore, RedisStore, createLogger } from '@svc/platform';
 import { createTestDatabase, type TestDatabase } from '@svc/testkit';
 import { TEST_REDIS_URL } from '@svc/platform/testing';
+import type { ServiceImpl } from '@svc/proto';
+import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import pg from 'pg';
 import { defineModule, runTarget, type RunningTarget, type SharedDependencies } from '../src/index.js';
 
@@ -183,6 +185,26 @@ describe('runTarget', () => {
     await expect(
       runTarget({ name: 'strict', modules: [strict] }, { env: { A_PORT: 'x', B_COUNT: '0' }, logger }),
     ).rejects.toThrow(/strict: A_PORT must be an integer[\s\S]*strict: B_COUNT must be an integer/);
+  });
+
+  it("refuses to serve a service whose module does not say who may call it on the process's gRPC server", async () => {
+    const stub = new Proxy({}, { get: () => async () => ({}) }) as ServiceImpl<
+      (typeof JobOrchestrator)['method']
+    >;
+    const careless = defineModule({
+      name: 'careless',
+      configShape: {},
+      needs: ['grpc'],
+      build: (_config, { grpc }) => ({
+        start: async () => {
+          grpc.add(JobOrchestrator, stub);
+        },
+        stop: async () => {},
+      }),
+    });
+    await expect(
+      runTarget({ name: 'careless', modules: [careless] }, { env: { GRPC_PORT: '0' }, logger }),
+    ).rejects.toThrow(/svc.orchestrator.v1.JobOrchestrator: say who may call it/);
   });
 
   it('derives settings after --reset, under STATE_DIR, without overriding the environment; --reset keeps logs/', async () => {

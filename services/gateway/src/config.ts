@@ -1,4 +1,4 @@
-import { env, loadConfig, type ConfigOf } from '@svc/platform';
+import { env, loadConfig, serviceTokenCallerSettings, type ConfigOf } from '@svc/platform';
 
 /**
  * Every setting of the gateway, read once from the environment at start-up (the store and bus are the
@@ -71,6 +71,12 @@ export const gatewayConfigShape = {
     min: 1,
   }),
   KEY_ROUTES_RATE_WINDOW: env.durationMs({ doc: 'Window of KEY_ROUTES_RATE_LIMIT.', default: '1m' }),
+  API_BAD_TOKEN_RATE_LIMIT: env.int({
+    doc: 'Presented sign-in tokens that fail on the `/api/api-keys` routes (invalid, expired, malformed, an API key instead) one client address (an IPv6 client: its /64) may send per API_BAD_TOKEN_RATE_WINDOW, over all replicas, before its further failing tokens are answered 429 instead of 401. Valid tokens are served regardless; calls with no `Authorization` are not counted.',
+    default: 30,
+    min: 1,
+  }),
+  API_BAD_TOKEN_RATE_WINDOW: env.durationMs({ doc: 'Window of API_BAD_TOKEN_RATE_LIMIT.', default: '1m' }),
   SIGN_IN_RATE_LIMIT: env.int({
     doc: 'Calls one client address may make to `/api/auth/challenge` and `/api/auth/verify` together per SIGN_IN_RATE_WINDOW; as many again to `/api/chain`, counted apart.',
     default: 60,
@@ -139,6 +145,7 @@ export const gatewayConfigShape = {
     doc: 'How long `/readyz` waits for the key-service and the store to answer.',
     default: '2s',
   }),
+  ...serviceTokenCallerSettings,
 };
 
 export type GatewayConfig = ConfigOf<typeof gatewayConfigShape>;

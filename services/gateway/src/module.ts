@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { keyEventsTopic, serviceClientOptions } from '@svc/platform';
+import { keyEventsTopic, serviceClientOptions, ServiceIdentity } from '@svc/platform';
 import { closeClient, createClient } from '@svc/proto';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
 import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
@@ -36,7 +36,7 @@ export const gatewayModule = defineModule({
     ORCHESTRATOR_ADDRESS: 'job-orchestrator',
     SETTLER_ADDRESS: 'payment-settler',
   },
-  build(config, { store, bus, logger }): GatewayInstance {
+  build(config, { store, bus, logger, readiness }): GatewayInstance {
     let keyService: KeyServiceClient | undefined;
     let orchestrator: JobOrchestratorClient | undefined;
     let settler: PaymentSettlerClient | undefined;
@@ -56,22 +56,35 @@ export const gatewayModule = defineModule({
         return metricsUrl;
       },
       async start() {
+        const identity = new ServiceIdentity('gateway', config.SERVICE_TOKEN_SECRET);
         keyService = createClient(
           KeyService,
           config.KEY_SERVICE_ADDRESS,
-          serviceClientOptions({ defaultUnaryTimeoutMs: config.KEY_SERVICE_TIMEOUT }),
+          serviceClientOptions({
+            identity,
+            audience: 'key-service',
+            defaultUnaryTimeoutMs: config.KEY_SERVICE_TIMEOUT,
+          }),
         );
         if (config.ORCHESTRATOR_ADDRESS)
           orchestrator = createClient(
             JobOrchestrator,
             config.ORCHESTRATOR_ADDRESS,
-            serviceClientOptions({ defaultUnaryTimeoutMs: config.ORCHESTRATOR_TIMEOUT }),
+            serviceClientOptions({
+              identity,
+              audience: 'job-orchestrator',
+              defaultUnaryTimeoutMs: config.ORCHESTRATOR_TIMEOUT,
+            }),
           );
         if (config.SETTLER_ADDRESS)
           settler = createClient(
             PaymentSettler,
             config.SETTLER_ADDRESS,
-            serviceClientOptions({ defaultUnaryTimeoutMs: config.SETTLER_TIMEOUT }),
+            serviceClientOptions({
+              identity,
+              audience: 'payment-settler',
+              defaultUnaryTimeoutMs: config.SETTLER_TIMEOUT,
+            }),
           );
         limitHits = buildLimitHitReporter({ config, keyService, store, logger });
         const metrics = new GatewayMetrics({ processMetrics: true });
@@ -88,6 +101,7 @@ export const gatewayModule = defineModule({
           ...(orchestrator ? { completions: new OrchestratorBackend(orchestrator, logger) } : {}),
           ...(settler ? { settler: new SettlerPayments(settler, config.V1_PAYMENT_RESERVATION_TTL) } : {}),
           keyEvents: { bus, topic: keyEventsTopic },
+          notReadyBecause: () => readiness.notReadyBecause(),
         });
         const listening = createHttpServer(app, {
           headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT,

@@ -40,6 +40,11 @@ export interface GatewayPorts {
    * Without it, cached keys live out their TTL (revocation is enforced by the store's marker either way).
    */
   readonly keyEvents?: Omit<KeyEventFeed, 'groupPrefix'>;
+  /**
+   * Why the process must not take traffic now (the runner's readiness: an event consumer that died),
+   * or undefined; `/readyz` answers 503 while it gives a reason.
+   */
+  readonly notReadyBecause?: () => string | undefined;
 }
 
 /** The limit-hit reporter as the config sets it up: counts in the store's tally, flushed to the key-service. */
@@ -73,7 +78,7 @@ export function buildGatewayApp(ports: GatewayPorts): Express {
       ).then(() => undefined)
     : Promise.resolve();
   keyEventsLive.catch((error: unknown) =>
-    logger.error({ err: error }, 'could not subscribe to key events; cached keys expire by TTL only'),
+    logger.error({ err: error }, 'gave up subscribing to key events: the bus closed'),
   );
 
   // The logging context is bound once here for everything after it (each binding costs on every call); the
@@ -117,6 +122,8 @@ export function buildGatewayApp(ports: GatewayPorts): Express {
         bodyLimit: config.API_BODY_LIMIT,
         keyRoutesRateLimit: config.KEY_ROUTES_RATE_LIMIT,
         keyRoutesRateWindowMs: config.KEY_ROUTES_RATE_WINDOW,
+        badTokenRateLimit: config.API_BAD_TOKEN_RATE_LIMIT,
+        badTokenRateWindowMs: config.API_BAD_TOKEN_RATE_WINDOW,
         signInRateLimit: config.SIGN_IN_RATE_LIMIT,
         signInRateWindowMs: config.SIGN_IN_RATE_WINDOW,
       },
@@ -126,6 +133,8 @@ export function buildGatewayApp(ports: GatewayPorts): Express {
   app.use(
     healthRoutes({
       checkReady: async () => {
+        const notReady = ports.notReadyBecause?.();
+        if (notReady !== undefined) throw new Error(notReady);
         await Promise.all([
           keyService.getJwks({}, { timeoutMs: config.READINESS_TIMEOUT }),
           store.ping(),

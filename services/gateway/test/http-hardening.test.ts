@@ -3,7 +3,8 @@ import { connect, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { serviceClientOptions } from '@svc/platform';
+import { serviceClientOptions, ServiceIdentity } from '@svc/platform';
+import { TEST_SERVICE_TOKEN_SETTINGS } from '@svc/platform/testing';
 import { closeClient, createClient } from '@svc/proto';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
 import { loadGatewayConfig } from '../src/config.js';
@@ -73,12 +74,17 @@ async function startStreamingGateway(keyServiceAddress: string, store: TestStore
   const config = loadGatewayConfig({
     KEY_SERVICE_ADDRESS: keyServiceAddress,
     TRUST_PROXY: 'loopback',
+    ...TEST_SERVICE_TOKEN_SETTINGS,
     ...TIMEOUT_ENV,
   });
   const keyService = createClient(
     KeyService,
     keyServiceAddress,
-    serviceClientOptions({ defaultUnaryTimeoutMs: config.KEY_SERVICE_TIMEOUT }),
+    serviceClientOptions({
+      identity: new ServiceIdentity('gateway', config.SERVICE_TOKEN_SECRET),
+      audience: 'key-service',
+      defaultUnaryTimeoutMs: config.KEY_SERVICE_TIMEOUT,
+    }),
   );
   const ports = { config, keyService, store: store.open(), logger: silentLogger };
   const limitHits = buildLimitHitReporter(ports);

@@ -4,6 +4,7 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createKeyServiceModule, generateKeyServiceSecrets } from '@svc/key-service';
 import { createLogger, type Logger } from '@svc/platform';
+import { TEST_SERVICE_TOKEN_SETTINGS } from '@svc/platform/testing';
 import { runTarget } from '@svc/runtime';
 import { createTestDatabase } from '@svc/testkit';
 import fc from 'fast-check';
@@ -55,7 +56,13 @@ beforeAll(async () => {
   const keyService = await runTarget(
     { name: 'key-service', modules: [createKeyServiceModule()] },
     {
-      env: { ...TEST_SIWE, ...generateKeyServiceSecrets(), DATABASE_URL: database.url, GRPC_PORT: '0' },
+      env: {
+        ...TEST_SIWE,
+        ...generateKeyServiceSecrets(),
+        ...TEST_SERVICE_TOKEN_SETTINGS,
+        DATABASE_URL: database.url,
+        GRPC_PORT: '0',
+      },
       provided: { store: redis.open() },
       logger: capturingLogger('key-service-test', keyServiceLog),
     },
@@ -72,6 +79,7 @@ beforeAll(async () => {
       SIGN_IN_RATE_LIMIT: NO_LIMIT,
       V1_KEY_RATE_LIMIT: NO_LIMIT,
       V1_BAD_KEY_RATE_LIMIT: NO_LIMIT,
+      API_BAD_TOKEN_RATE_LIMIT: NO_LIMIT,
     },
     logger: capturingLogger('gateway-test', gatewayLog),
   });

@@ -1,4 +1,4 @@
-import { env, loadConfig, type ConfigOf } from '@svc/platform';
+import { env, loadConfig, serviceTokenSettings, type ConfigOf } from '@svc/platform';
 
 /**
  * Every setting of the job-orchestrator, read once from the environment at start-up (the store, the
@@ -110,6 +110,7 @@ export const jobOrchestratorConfigShape = {
     doc: "How long model fees, names and JobRegistry's pause flag are remembered between chain reads.",
     default: '5s',
   }),
+  ...serviceTokenSettings,
 };
 
 export type JobOrchestratorConfig = ConfigOf<typeof jobOrchestratorConfigShape>;

@@ -3,7 +3,7 @@ import { connectChain } from '@svc/chain';
 import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import { WorkerLink } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
 import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
-import { jobLifecycleTopic, serviceClientOptions } from '@svc/platform';
+import { jobLifecycleTopic, serviceCallers, serviceClientOptions, ServiceIdentity } from '@svc/platform';
 import { closeClient, createClient } from '@svc/proto';
 import { defineModule, type ServiceInstance } from '@svc/runtime';
 import { jobOrchestratorConfigShape } from './config.js';
@@ -48,7 +48,11 @@ export const jobOrchestratorModule = defineModule({
           settler = createClient(
             PaymentSettler,
             config.SETTLER_ADDRESS,
-            serviceClientOptions({ defaultUnaryTimeoutMs: config.SETTLER_TIMEOUT }),
+            serviceClientOptions({
+              identity: new ServiceIdentity('job-orchestrator', config.SERVICE_TOKEN_SECRET),
+              audience: 'payment-settler',
+              defaultUnaryTimeoutMs: config.SETTLER_TIMEOUT,
+            }),
           );
         parts = buildJobOrchestrator({
           config,
@@ -68,7 +72,8 @@ export const jobOrchestratorModule = defineModule({
         } else {
           logger.warn('SERVICE_SIGNER_PRIVATE_KEY is not set: completions answer 503 not_configured');
         }
-        grpc.add(WorkerLink, parts.linkServer.handlers);
+        // Workers are not our services: they prove their address in the link's own challenge.
+        grpc.add(WorkerLink, parts.linkServer.handlers, { open: true });
         grpc.add(
           JobOrchestrator,
           jobOrchestratorHandlers(parts.catalogue, parts.completions?.runner, {
@@ -76,6 +81,7 @@ export const jobOrchestratorModule = defineModule({
             jobRegistry: client.addresses.jobRegistry,
             delegate: parts.completions?.chain.principal,
           }),
+          { authenticate: serviceCallers(config, { service: 'job-orchestrator', callers: ['gateway'] }) },
         );
         logger.info(
           {

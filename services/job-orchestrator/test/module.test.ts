@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { getAddress, type Wallet } from 'ethers';
 import { createLogger, MemoryStore } from '@svc/platform';
-import { closeClient, createClient } from '@svc/proto';
+import { TEST_SERVICE_TOKEN_SETTINGS, testServiceClientOptions } from '@svc/platform/testing';
+import { closeClient, createClient, GrpcStatus } from '@svc/proto';
 import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import { LinkRefusalReason } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
 import { runTarget, type RunningTarget } from '@svc/runtime';
@@ -26,7 +27,12 @@ beforeAll(async () => {
   running = await runTarget(
     { name: 'job-orchestrator', modules: [jobOrchestratorModule] },
     {
-      env: { GRPC_PORT: '0', LINK_HEARTBEAT_INTERVAL: '100ms', LINK_PRESENCE_TTL: '500ms' },
+      env: {
+        GRPC_PORT: '0',
+        LINK_HEARTBEAT_INTERVAL: '100ms',
+        LINK_PRESENCE_TTL: '500ms',
+        ...TEST_SERVICE_TOKEN_SETTINGS,
+      },
       provided: {
         store,
         chain: {
@@ -54,7 +60,11 @@ afterAll(async () => {
 
 describe('jobOrchestratorModule', () => {
   it('answers every completion not_configured, nothing submitted, when it has no service signer', async () => {
-    const client = createClient(JobOrchestrator, running.grpcAddress!);
+    const client = createClient(
+      JobOrchestrator,
+      running.grpcAddress!,
+      testServiceClientOptions('job-orchestrator'),
+    );
     try {
       const events = [];
       for await (const response of client.runCompletion(
@@ -72,7 +82,11 @@ describe('jobOrchestratorModule', () => {
   });
 
   it('describes its chain with no delegate when it has no service signer', async () => {
-    const client = createClient(JobOrchestrator, running.grpcAddress!);
+    const client = createClient(
+      JobOrchestrator,
+      running.grpcAddress!,
+      testServiceClientOptions('job-orchestrator'),
+    );
     try {
       const described = await client.describeChain({});
       expect(described.chainId).toBe(BigInt(devnet().anvil.chainId));
@@ -84,7 +98,31 @@ describe('jobOrchestratorModule', () => {
     }
   });
 
-  it('serves WorkerLink on the process gRPC server, with its configured heartbeat, until it stops', async () => {
+  it('serves JobOrchestrator to the gateway only: a call without its service token is refused before any handler', async () => {
+    const anonymous = createClient(JobOrchestrator, running.grpcAddress!);
+    const settler = createClient(
+      JobOrchestrator,
+      running.grpcAddress!,
+      testServiceClientOptions('job-orchestrator', { as: 'payment-settler' }),
+    );
+    try {
+      for (const refused of [anonymous, settler]) {
+        await expect(refused.describeChain({})).rejects.toMatchObject({ status: GrpcStatus.UNAUTHENTICATED });
+        await expect(
+          (async () => {
+            for await (const _ of refused.runCompletion(
+              completionRequest(registered.address, 'hi', 'reservation-refused'),
+            ));
+          })(),
+        ).rejects.toMatchObject({ status: GrpcStatus.UNAUTHENTICATED });
+      }
+    } finally {
+      closeClient(anonymous);
+      closeClient(settler);
+    }
+  });
+
+  it('serves WorkerLink on the process gRPC server to workers, which send no service token, with its configured heartbeat, until it stops', async () => {
     const link = new RawLink(running.grpcAddress!);
     try {
       const welcome = await link.handshake(registered.address, registered);

@@ -1,3 +1,4 @@
+import { serviceCallers } from '@svc/platform';
 import { defineModule } from '@svc/runtime';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
 import { keyServiceConfigShape } from './config.js';
@@ -41,7 +42,9 @@ export function createKeyServiceModule(options: KeyServiceModuleOptions = {}) {
           });
           service = buildKeyService({ config, db, store, bus, tokenKeys, logger, now: options.now });
           await service.start();
-          grpc.add(KeyService, service.handlers);
+          grpc.add(KeyService, service.handlers, {
+            authenticate: serviceCallers(config, { service: 'key-service', callers: ['gateway'] }),
+          });
           logger.info({ signingKeyId: tokenKeys.signing.kid }, 'key-service serving');
         },
         async stop() {

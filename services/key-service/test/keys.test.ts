@@ -45,7 +45,14 @@ afterAll(async () => {
   await database?.drop();
 });
 
-const wallet = () => ({ hex: randomWallet().address });
+/** A fresh wallet, signed in: its address, and the token its key management is called with. */
+async function signedIn(): Promise<{ hex: string; signInToken: string }> {
+  const hex = randomWallet().address;
+  return { hex, signInToken: await replicaA.tokenFor(hex) };
+}
+
+/** The sign-in token of a fresh wallet, for calls that need no second look at the wallet. */
+const freshToken = async () => (await signedIn()).signInToken;
 
 function asListed(key: ApiKey) {
   return {
@@ -60,9 +67,9 @@ function asListed(key: ApiKey) {
 
 describe('mint', () => {
   it('returns the full key once, with 256 bits in base 62, and the listing fields', async () => {
-    const owner = wallet();
+    const owner = await signedIn();
     const minted = await replicaA.client.mintKey({
-      wallet: owner,
+      signInToken: owner.signInToken,
       name: 'ci',
       spendCapWei: { decimal: '1000' },
     });
@@ -82,7 +89,7 @@ describe('mint', () => {
   });
 
   it('stores only a hash: no column holds the key', async () => {
-    const minted = await replicaA.client.mintKey({ wallet: wallet() });
+    const minted = await replicaA.client.mintKey({ signInToken: await freshToken() });
     const rows = await replicaA.db.$queryRaw<Array<{ row: string }>>`
       SELECT row_to_json(k)::text AS row FROM api_keys k WHERE id = ${minted.apiKey!.id}::uuid`;
     expect(rows[0]!.row).not.toContain(minted.fullKey);
@@ -90,12 +97,12 @@ describe('mint', () => {
   });
 
   it('takes a name of exactly 64 characters and refuses 65', async () => {
-    const owner = wallet();
+    const owner = await signedIn();
     const name = 'é'.repeat(64);
-    expect((await replicaA.client.mintKey({ wallet: owner, name })).apiKey!.name).toBe(name);
-    expect(await errorCodeOf(replicaA.client.mintKey({ wallet: owner, name: 'x'.repeat(65) }))).toBe(
-      'invalid_request',
-    );
+    expect((await replicaA.client.mintKey({ signInToken: owner.signInToken, name })).apiKey!.name).toBe(name);
+    expect(
+      await errorCodeOf(replicaA.client.mintKey({ signInToken: owner.signInToken, name: 'x'.repeat(65) })),
+    ).toBe('invalid_request');
   });
 
   it.each([
@@ -108,12 +115,16 @@ describe('mint', () => {
     ['\u007f'],
     ['\u0085'],
   ])('refuses the name %p (a control character) with invalid_request', async (name) => {
-    expect(await errorCodeOf(replicaA.client.mintKey({ wallet: wallet(), name }))).toBe('invalid_request');
+    expect(await errorCodeOf(replicaA.client.mintKey({ signInToken: await freshToken(), name }))).toBe(
+      'invalid_request',
+    );
   });
 
   it('takes names of any script, emoji and joiners included', async () => {
     for (const name of ['clé', '本番キー', '👩\u200d💻', 'a\u00a0b']) {
-      expect((await replicaA.client.mintKey({ wallet: wallet(), name })).apiKey!.name).toBe(name);
+      expect((await replicaA.client.mintKey({ signInToken: await freshToken(), name })).apiKey!.name).toBe(
+        name,
+      );
     }
   });
 
@@ -136,16 +147,21 @@ describe('mint', () => {
     ['100\n'],
     ['+100'],
   ])('refuses the cap %p with invalid_request', async (decimal) => {
-    expect(await errorCodeOf(replicaA.client.mintKey({ wallet: wallet(), spendCapWei: { decimal } }))).toBe(
-      'invalid_request',
-    );
+    expect(
+      await errorCodeOf(
+        replicaA.client.mintKey({ signInToken: await freshToken(), spendCapWei: { decimal } }),
+      ),
+    ).toBe('invalid_request');
   });
 
   it('keeps a wallet at 25 active keys when 50 mints race, and a revoked key frees a slot', async () => {
-    const owner = wallet();
+    const owner = await signedIn();
     const outcomes = await Promise.allSettled(
       Array.from({ length: 50 }, (_, index) =>
-        (index % 2 === 0 ? replicaA : replicaB).client.mintKey({ wallet: owner, name: `k${index}` }),
+        (index % 2 === 0 ? replicaA : replicaB).client.mintKey({
+          signInToken: owner.signInToken,
+          name: `k${index}`,
+        }),
       ),
     );
     const minted = outcomes.filter((outcome) => outcome.status === 'fulfilled');
@@ -154,22 +170,24 @@ describe('mint', () => {
     expect(refused.map((outcome) => (outcome.reason as { appCode?: string }).appCode)).toEqual(
       Array(25).fill('api_key_limit'),
     );
-    const listed = (await replicaA.client.listKeys({ wallet: owner })).apiKeys;
+    const listed = (await replicaA.client.listKeys({ signInToken: owner.signInToken })).apiKeys;
     expect(listed).toHaveLength(25);
 
-    expect(await errorCodeOf(replicaA.client.mintKey({ wallet: owner }))).toBe('api_key_limit');
-    await replicaA.client.revokeKey({ wallet: owner, keyId: listed[0]!.id });
-    await expect(replicaA.client.mintKey({ wallet: owner })).resolves.toBeDefined();
+    expect(await errorCodeOf(replicaA.client.mintKey({ signInToken: owner.signInToken }))).toBe(
+      'api_key_limit',
+    );
+    await replicaA.client.revokeKey({ signInToken: owner.signInToken, keyId: listed[0]!.id });
+    await expect(replicaA.client.mintKey({ signInToken: owner.signInToken })).resolves.toBeDefined();
   });
 });
 
 describe('list', () => {
   it('lists the wallet keys newest first, revoked included, never the key', async () => {
-    const owner = wallet();
-    const first = await replicaA.client.mintKey({ wallet: owner, name: 'first' });
-    const second = await replicaA.client.mintKey({ wallet: owner, name: 'second' });
-    await replicaA.client.revokeKey({ wallet: owner, keyId: first.apiKey!.id });
-    const listed = (await replicaA.client.listKeys({ wallet: owner })).apiKeys;
+    const owner = await signedIn();
+    const first = await replicaA.client.mintKey({ signInToken: owner.signInToken, name: 'first' });
+    const second = await replicaA.client.mintKey({ signInToken: owner.signInToken, name: 'second' });
+    await replicaA.client.revokeKey({ signInToken: owner.signInToken, keyId: first.apiKey!.id });
+    const listed = (await replicaA.client.listKeys({ signInToken: owner.signInToken })).apiKeys;
     expect(listed.map((key) => key.name)).toEqual(['second', 'first']);
     expect(listed[1]!.revokedAt).toBeDefined();
     expect(listed[1]!.prefix).toBe(first.apiKey!.prefix);
@@ -196,15 +214,18 @@ describe('PATCH cap', () => {
   it.each([['\u00a0100'], ['100\u2003'], ['\u3000'], ['１００'], [' 100']])(
     'refuses %p with invalid_request and keeps the cap',
     async (decimal) => {
-      const owner = wallet();
-      const { apiKey } = await replicaA.client.mintKey({ wallet: owner, spendCapWei: { decimal: '7' } });
+      const owner = await signedIn();
+      const { apiKey } = await replicaA.client.mintKey({
+        signInToken: owner.signInToken,
+        spendCapWei: { decimal: '7' },
+      });
       const update = replicaA.client.updateSpendCap({
-        wallet: owner,
+        signInToken: owner.signInToken,
         keyId: apiKey!.id,
         spendCap: { case: 'capWei', value: { decimal } },
       });
       expect(await errorCodeOf(update)).toBe('invalid_request');
-      const listed = (await replicaA.client.listKeys({ wallet: owner })).apiKeys;
+      const listed = (await replicaA.client.listKeys({ signInToken: owner.signInToken })).apiKeys;
       expect(listed[0]!.spendCapWei?.decimal).toBe('7');
     },
   );
@@ -212,74 +233,82 @@ describe('PATCH cap', () => {
 
 describe('state table', () => {
   it('active → PATCH cap (set, change, remove) → revoke → PATCH 409 → delete → gone', async () => {
-    const owner = wallet();
-    const { apiKey } = await replicaA.client.mintKey({ wallet: owner });
+    const owner = await signedIn();
+    const { apiKey } = await replicaA.client.mintKey({ signInToken: owner.signInToken });
     const keyId = apiKey!.id;
 
     const capped = await replicaA.client.updateSpendCap({
-      wallet: owner,
+      signInToken: owner.signInToken,
       keyId,
       spendCap: { case: 'capWei', value: { decimal: '5000' } },
     });
     expect(capped.apiKey!.spendCapWei?.decimal).toBe('5000');
     const uncapped = await replicaA.client.updateSpendCap({
-      wallet: owner,
+      signInToken: owner.signInToken,
       keyId,
       spendCap: { case: 'noCap', value: {} },
     });
     expect(uncapped.apiKey!.spendCapWei).toBeUndefined();
-    expect(await errorCodeOf(replicaA.client.updateSpendCap({ wallet: owner, keyId }))).toBe(
+    expect(await errorCodeOf(replicaA.client.updateSpendCap({ signInToken: owner.signInToken, keyId }))).toBe(
       'invalid_request',
     );
 
-    expect(await errorCodeOf(replicaA.client.deleteKey({ wallet: owner, keyId }))).toBe('api_key_active');
+    expect(await errorCodeOf(replicaA.client.deleteKey({ signInToken: owner.signInToken, keyId }))).toBe(
+      'api_key_active',
+    );
 
-    await replicaA.client.revokeKey({ wallet: owner, keyId });
+    await replicaA.client.revokeKey({ signInToken: owner.signInToken, keyId });
     // Revoking again succeeds and changes nothing.
-    await replicaA.client.revokeKey({ wallet: owner, keyId });
+    await replicaA.client.revokeKey({ signInToken: owner.signInToken, keyId });
     expect(
       await errorCodeOf(
         replicaA.client.updateSpendCap({
-          wallet: owner,
+          signInToken: owner.signInToken,
           keyId,
           spendCap: { case: 'capWei', value: { decimal: '1' } },
         }),
       ),
     ).toBe('api_key_revoked');
-    const [revoked] = (await replicaA.client.listKeys({ wallet: owner })).apiKeys;
+    const [revoked] = (await replicaA.client.listKeys({ signInToken: owner.signInToken })).apiKeys;
     expect(revoked!.spendCapWei).toBeUndefined();
     expect(revoked!.revokedAt).toBeDefined();
 
-    await replicaA.client.deleteKey({ wallet: owner, keyId });
-    expect((await replicaA.client.listKeys({ wallet: owner })).apiKeys).toEqual([]);
-    expect(await errorCodeOf(replicaA.client.deleteKey({ wallet: owner, keyId }))).toBe('api_key_not_found');
-    expect(await errorCodeOf(replicaA.client.revokeKey({ wallet: owner, keyId }))).toBe('api_key_not_found');
+    await replicaA.client.deleteKey({ signInToken: owner.signInToken, keyId });
+    expect((await replicaA.client.listKeys({ signInToken: owner.signInToken })).apiKeys).toEqual([]);
+    expect(await errorCodeOf(replicaA.client.deleteKey({ signInToken: owner.signInToken, keyId }))).toBe(
+      'api_key_not_found',
+    );
+    expect(await errorCodeOf(replicaA.client.revokeKey({ signInToken: owner.signInToken, keyId }))).toBe(
+      'api_key_not_found',
+    );
     // The tombstone stays for the spend history.
     const tombstones = await replicaA.db.apiKey.count({ where: { id: keyId, deletedAt: { not: null } } });
     expect(tombstones).toBe(1);
   });
 
   it('answers another wallet exactly as an unknown id, on every route', async () => {
-    const owner = wallet();
-    const intruder = wallet();
-    const { apiKey } = await replicaA.client.mintKey({ wallet: owner });
+    const owner = await signedIn();
+    const intruder = await signedIn();
+    const { apiKey } = await replicaA.client.mintKey({ signInToken: owner.signInToken });
     const keyId = apiKey!.id;
     const unknownId = '00000000-0000-4000-8000-000000000000';
     const cap = { case: 'capWei' as const, value: { decimal: '1' } };
     for (const id of [keyId, unknownId, 'not-a-uuid']) {
       expect(
-        await errorCodeOf(replicaA.client.updateSpendCap({ wallet: intruder, keyId: id, spendCap: cap })),
+        await errorCodeOf(
+          replicaA.client.updateSpendCap({ signInToken: intruder.signInToken, keyId: id, spendCap: cap }),
+        ),
       ).toBe('api_key_not_found');
-      expect(await errorCodeOf(replicaA.client.revokeKey({ wallet: intruder, keyId: id }))).toBe(
-        'api_key_not_found',
-      );
-      expect(await errorCodeOf(replicaA.client.deleteKey({ wallet: intruder, keyId: id }))).toBe(
-        'api_key_not_found',
-      );
+      expect(
+        await errorCodeOf(replicaA.client.revokeKey({ signInToken: intruder.signInToken, keyId: id })),
+      ).toBe('api_key_not_found');
+      expect(
+        await errorCodeOf(replicaA.client.deleteKey({ signInToken: intruder.signInToken, keyId: id })),
+      ).toBe('api_key_not_found');
     }
-    expect((await replicaA.client.listKeys({ wallet: intruder })).apiKeys).toEqual([]);
+    expect((await replicaA.client.listKeys({ signInToken: intruder.signInToken })).apiKeys).toEqual([]);
     // The owner's key is untouched by all of it.
-    const [key] = (await replicaA.client.listKeys({ wallet: owner })).apiKeys;
+    const [key] = (await replicaA.client.listKeys({ signInToken: owner.signInToken })).apiKeys;
     expect(key!.revokedAt).toBeUndefined();
     expect(key!.spendCapWei).toBeUndefined();
   });
@@ -287,8 +316,11 @@ describe('state table', () => {
 
 describe('resolution', () => {
   it('resolves a key to its id, wallet, state and cap', async () => {
-    const owner = wallet();
-    const minted = await replicaA.client.mintKey({ wallet: owner, spendCapWei: { decimal: '77' } });
+    const owner = await signedIn();
+    const minted = await replicaA.client.mintKey({
+      signInToken: owner.signInToken,
+      spendCapWei: { decimal: '77' },
+    });
     const resolved = await replicaA.client.resolveKey({ presentedKey: minted.fullKey });
     expect(resolved).toMatchObject({
       keyId: minted.apiKey!.id,
@@ -300,7 +332,7 @@ describe('resolution', () => {
   });
 
   it('answers an unknown key, a near miss and a sign-in token with invalid_api_key', async () => {
-    const minted = await replicaA.client.mintKey({ wallet: wallet() });
+    const minted = await replicaA.client.mintKey({ signInToken: await freshToken() });
     const nearMiss = minted.fullKey.slice(0, -1) + (minted.fullKey.endsWith('a') ? 'b' : 'a');
     for (const presentedKey of [nearMiss, 'svc_short', 'eyJhbGciOiJFUzI1NiJ9.e30.sig', '']) {
       expect(await errorCodeOf(replicaA.client.resolveKey({ presentedKey }))).toBe('invalid_api_key');
@@ -308,12 +340,12 @@ describe('resolution', () => {
   });
 
   it('sees a revocation made through another replica at once', async () => {
-    const owner = wallet();
-    const minted = await replicaA.client.mintKey({ wallet: owner });
+    const owner = await signedIn();
+    const minted = await replicaA.client.mintKey({ signInToken: owner.signInToken });
     expect((await replicaA.client.resolveKey({ presentedKey: minted.fullKey })).state).toBe(
       ApiKeyState.ACTIVE,
     );
-    await replicaB.client.revokeKey({ wallet: owner, keyId: minted.apiKey!.id });
+    await replicaB.client.revokeKey({ signInToken: owner.signInToken, keyId: minted.apiKey!.id });
     expect(await storeA.revocations.isMarked(minted.apiKey!.id)).toBe(true);
     expect((await replicaA.client.resolveKey({ presentedKey: minted.fullKey })).state).toBe(
       ApiKeyState.REVOKED,
@@ -321,7 +353,7 @@ describe('resolution', () => {
   });
 
   it('reads the revocation marker on every resolution', async () => {
-    const minted = await replicaA.client.mintKey({ wallet: wallet() });
+    const minted = await replicaA.client.mintKey({ signInToken: await freshToken() });
     // A marker alone (as a revocation in flight would leave it) already stops the key.
     await storeA.revocations.mark(minted.apiKey!.id);
     expect((await replicaA.client.resolveKey({ presentedKey: minted.fullKey })).state).toBe(
@@ -330,7 +362,7 @@ describe('resolution', () => {
   });
 
   it('writes back a missing marker of a key revoked in the database', async () => {
-    const minted = await replicaA.client.mintKey({ wallet: wallet() });
+    const minted = await replicaA.client.mintKey({ signInToken: await freshToken() });
     await replicaA.db.apiKey.update({ where: { id: minted.apiKey!.id }, data: { revokedAt: new Date() } });
     expect((await replicaA.client.resolveKey({ presentedKey: minted.fullKey })).state).toBe(
       ApiKeyState.REVOKED,
@@ -339,10 +371,10 @@ describe('resolution', () => {
   });
 
   it('does not resolve a deleted key', async () => {
-    const owner = wallet();
-    const minted = await replicaA.client.mintKey({ wallet: owner });
-    await replicaA.client.revokeKey({ wallet: owner, keyId: minted.apiKey!.id });
-    await replicaA.client.deleteKey({ wallet: owner, keyId: minted.apiKey!.id });
+    const owner = await signedIn();
+    const minted = await replicaA.client.mintKey({ signInToken: owner.signInToken });
+    await replicaA.client.revokeKey({ signInToken: owner.signInToken, keyId: minted.apiKey!.id });
+    await replicaA.client.deleteKey({ signInToken: owner.signInToken, keyId: minted.apiKey!.id });
     expect(await errorCodeOf(replicaA.client.resolveKey({ presentedKey: minted.fullKey }))).toBe(
       'invalid_api_key',
     );

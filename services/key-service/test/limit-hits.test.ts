@@ -33,13 +33,13 @@ afterAll(async () => {
 });
 
 async function mintKey() {
-  const owner = { hex: randomWallet().address };
-  const minted = await replicaA.client.mintKey({ wallet: owner });
+  const owner = { signInToken: await replicaA.tokenFor(randomWallet().address) };
+  const minted = await replicaA.client.mintKey({ signInToken: owner.signInToken });
   return { owner, keyId: minted.apiKey!.id };
 }
 
-async function hitsOf(key: { owner: { hex: string }; keyId: string }) {
-  const listed = (await replicaA.client.listKeys({ wallet: key.owner })).apiKeys;
+async function hitsOf(key: { owner: { signInToken: string }; keyId: string }) {
+  const listed = (await replicaA.client.listKeys({ signInToken: key.owner.signInToken })).apiKeys;
   const { rate, concurrency, spendCap, sessionOpens } = listed.find((k) => k.id === key.keyId)!.limitHits!;
   return { rate, concurrency, spendCap, sessionOpens };
 }

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { closeClient, createClient } from '@svc/proto';
+import { testServiceClientOptions, TEST_SERVICE_TOKEN_SETTINGS } from '@svc/platform/testing';
+import { closeClient, createClient, GrpcStatus, RpcError } from '@svc/proto';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -37,6 +38,7 @@ const DEPLOYMENT_SETTINGS = {
   SIWE_URI: 'https://keys.example.test/',
   CHAIN_ID: '31337',
   ...generateKeyServiceSecrets(),
+  ...TEST_SERVICE_TOKEN_SETTINGS,
 };
 
 function spawnMain(settings: Record<string, string>, stderr: 'inherit' | 'pipe'): ChildProcess {
@@ -76,7 +78,13 @@ describe('main', () => {
     refused.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     const [code] = await once(refused, 'exit');
     expect(code).not.toBe(0);
-    for (const setting of ['SIWE_DOMAIN', 'SIWE_URI', 'CHAIN_ID', 'SIGNIN_TOKEN_SIGNING_KEY'])
+    for (const setting of [
+      'SIWE_DOMAIN',
+      'SIWE_URI',
+      'CHAIN_ID',
+      'SIGNIN_TOKEN_SIGNING_KEY',
+      'SERVICE_TOKEN_SECRET',
+    ])
       expect(output).toContain(`${setting} is required`);
     expect(output).toContain('API_KEY_PEPPER must be at least 32 characters');
     expect(output).not.toContain('too-short');
@@ -84,7 +92,19 @@ describe('main', () => {
 
   it('migrates, serves the KeyService over gRPC, and stops cleanly on SIGTERM', async () => {
     const address = await startMain();
-    const client = createClient(KeyService, address, { defaultUnaryTimeoutMs: 10_000 });
+    const client = createClient(
+      KeyService,
+      address,
+      testServiceClientOptions('key-service', { defaultUnaryTimeoutMs: 10_000 }),
+    );
+    // Only the gateway may call it: a call with no service token, or another service's, is refused
+    // before any handler runs.
+    const anonymous = createClient(KeyService, address, { defaultUnaryTimeoutMs: 10_000 });
+    const orchestrator = createClient(
+      KeyService,
+      address,
+      testServiceClientOptions('key-service', { as: 'job-orchestrator', defaultUnaryTimeoutMs: 10_000 }),
+    );
     try {
       const wallet = randomWallet();
       const challenge = await client.createChallenge({ address: { hex: wallet.address } });
@@ -94,10 +114,19 @@ describe('main', () => {
       });
       const identity = await client.authenticateToken({ token: signed.token });
       expect(identity.wallet?.hex).toBe(wallet.address);
-      const minted = await client.mintKey({ wallet: { hex: wallet.address } });
+      const minted = await client.mintKey({ signInToken: signed.token });
       expect((await client.resolveKey({ presentedKey: minted.fullKey })).keyId).toBe(minted.apiKey!.id);
+      for (const refused of [anonymous, orchestrator]) {
+        const error = await refused.mintKey({}).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(RpcError);
+        expect((error as RpcError).status).toBe(GrpcStatus.UNAUTHENTICATED);
+        expect((error as RpcError).appCode).toBeUndefined();
+      }
+      await expect(anonymous.getJwks({})).rejects.toMatchObject({ status: GrpcStatus.UNAUTHENTICATED });
     } finally {
       closeClient(client);
+      closeClient(anonymous);
+      closeClient(orchestrator);
     }
     const exited = once(child!, 'exit');
     child!.kill('SIGTERM');

@@ -61,16 +61,17 @@ describe('key events', () => {
   it('publishes minted, cap changed, revoked and deleted, in order, with the key fields', async () => {
     const wallet = randomWallet().address;
     const [replica] = replicas;
-    const minted = await replica!.client.mintKey({ wallet: { hex: wallet }, spendCapWei: { decimal: '5' } });
+    const signInToken = await replica!.tokenFor(wallet);
+    const minted = await replica!.client.mintKey({ signInToken, spendCapWei: { decimal: '5' } });
     const keyId = minted.apiKey!.id;
     await replica!.client.updateSpendCap({
-      wallet: { hex: wallet },
+      signInToken,
       keyId,
       spendCap: { case: 'noCap', value: {} },
     });
-    await replica!.client.revokeKey({ wallet: { hex: wallet }, keyId });
-    await replica!.client.revokeKey({ wallet: { hex: wallet }, keyId }); // no change, no event
-    await replica!.client.deleteKey({ wallet: { hex: wallet }, keyId });
+    await replica!.client.revokeKey({ signInToken, keyId });
+    await replica!.client.revokeKey({ signInToken, keyId }); // no change, no event
+    await replica!.client.deleteKey({ signInToken, keyId });
 
     const events = await eventsFor([keyId], 4);
     expect(events.map((event) => event.kind)).toEqual([
@@ -94,11 +95,13 @@ describe('key events', () => {
     const keyIds: string[] = [];
     await Promise.all(
       wallets.map(async (wallet, walletIndex) => {
+        // One token per wallet, used on every replica (they share the token keys, as a deployment's do).
+        const signInToken = await replicas[0]!.tokenFor(wallet);
         for (let round = 0; round < 3; round += 1) {
           const replica = replicas[(walletIndex + round) % replicas.length]!;
-          const minted = await replica.client.mintKey({ wallet: { hex: wallet } });
+          const minted = await replica.client.mintKey({ signInToken });
           keyIds.push(minted.apiKey!.id);
-          await replica.client.revokeKey({ wallet: { hex: wallet }, keyId: minted.apiKey!.id });
+          await replica.client.revokeKey({ signInToken, keyId: minted.apiKey!.id });
         }
       }),
     );
@@ -116,14 +119,12 @@ describe('key events', () => {
   });
 
   it('writes no event for a refused change', async () => {
-    const wallet = randomWallet().address;
+    const signInToken = await replicas[0]!.tokenFor(randomWallet().address);
     const before = await replicas[0]!.db.keyEventOutbox.count();
-    await expect(
-      replicas[0]!.client.mintKey({ wallet: { hex: wallet }, name: 'x'.repeat(65) }),
-    ).rejects.toBeDefined();
+    await expect(replicas[0]!.client.mintKey({ signInToken, name: 'x'.repeat(65) })).rejects.toBeDefined();
     await expect(
       replicas[0]!.client.revokeKey({
-        wallet: { hex: wallet },
+        signInToken,
         keyId: '00000000-0000-4000-8000-000000000000',
       }),
     ).rejects.toBeDefined();
@@ -138,6 +139,7 @@ describe('relay', () => {
       publish: () => Promise.reject(new Error('broker down')),
       publishBatch: () => Promise.reject(new Error('broker down')),
       subscribe: () => Promise.reject(new Error('broker down')),
+      health: () => [],
       close: () => Promise.resolve(),
     };
     // A replica without background work, so only the relays below publish its change.
@@ -150,8 +152,9 @@ describe('relay', () => {
     });
     try {
       await Promise.all(replicas.map((replica) => replica.service.stop()));
-      const wallet = randomWallet().address;
-      const minted = await quiet.client.mintKey({ wallet: { hex: wallet } });
+      const minted = await quiet.client.mintKey({
+        signInToken: await quiet.tokenFor(randomWallet().address),
+      });
       const broken = new OutboxRelay(
         quiet.db,
         failing,

@@ -50,9 +50,9 @@ afterAll(async () => {
 const FEE = 1_000_000n;
 
 async function mintKey(spendCapWei?: bigint) {
-  const owner = { hex: randomWallet().address };
+  const owner = { signInToken: await replica.tokenFor(randomWallet().address) };
   const minted = await replica.client.mintKey({
-    wallet: owner,
+    signInToken: owner.signInToken,
     spendCapWei: spendCapWei === undefined ? undefined : { decimal: spendCapWei.toString() },
   });
   return { owner, keyId: minted.apiKey!.id };
@@ -78,8 +78,8 @@ async function totals(keyId: string) {
   return { spent: BigInt(key.spentWei.toFixed()), reserved: BigInt(key.reservedWei.toFixed()) };
 }
 
-async function listed(owner: { hex: string }, keyId: string) {
-  const keys = (await replica.client.listKeys({ wallet: owner })).apiKeys;
+async function listed(owner: { signInToken: string }, keyId: string) {
+  const keys = (await replica.client.listKeys({ signInToken: owner.signInToken })).apiKeys;
   return keys.find((key) => key.id === keyId)!;
 }
 
@@ -121,7 +121,7 @@ describe('reservations', () => {
 
   it('refuses a revoked or unknown key with invalid_api_key', async () => {
     const { owner, keyId } = await mintKey(10n * FEE);
-    await replica.client.revokeKey({ wallet: owner, keyId });
+    await replica.client.revokeKey({ signInToken: owner.signInToken, keyId });
     expect(await errorCodeOf(reserve(keyId))).toBe('invalid_api_key');
     expect(await errorCodeOf(reserve(randomUUID()))).toBe('invalid_api_key');
   });
@@ -220,20 +220,24 @@ describe('spend cap rules', () => {
       await replica.client.commitSpend({ reservationId, chargedWei: { decimal: FEE.toString() } });
     }
     const lowered = await replica.client.updateSpendCap({
-      wallet: owner,
+      signInToken: owner.signInToken,
       keyId,
       spendCap: { case: 'capWei', value: { decimal: FEE.toString() } },
     });
     expect(lowered.apiKey!.spentWei?.decimal).toBe((3n * FEE).toString());
     expect((await reserve(keyId)).outcome.case).toBe('refused');
     await replica.client.updateSpendCap({
-      wallet: owner,
+      signInToken: owner.signInToken,
       keyId,
       spendCap: { case: 'capWei', value: { decimal: (4n * FEE).toString() } },
     });
     expect((await reserve(keyId)).outcome.case).toBe('reserved');
     expect((await reserve(keyId)).outcome.case).toBe('refused');
-    await replica.client.updateSpendCap({ wallet: owner, keyId, spendCap: { case: 'noCap', value: {} } });
+    await replica.client.updateSpendCap({
+      signInToken: owner.signInToken,
+      keyId,
+      spendCap: { case: 'noCap', value: {} },
+    });
     expect((await reserve(keyId)).outcome.case).toBe('reserved');
   });
 });

@@ -1,6 +1,7 @@
 import type { JsonRpcProvider } from 'ethers';
 import { connectChain } from '@svc/chain';
 import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
+import { serviceCallers } from '@svc/platform';
 import { defineModule, type ServiceInstance } from '@svc/runtime';
 import { paymentSettlerConfigShape } from './config.js';
 import { paymentSettlerHandlers, type PaymentSettlerParts } from './payment-settler-service.js';
@@ -41,7 +42,12 @@ export const paymentSettlerModule = defineModule({
         });
         if (parts) await verifyFacilitatorSetup(config, parts, client);
         else logger.warn('FACILITATOR_PRIVATE_KEY is not set: this server takes no per-call payments');
-        grpc.add(PaymentSettler, paymentSettlerHandlers(parts));
+        grpc.add(PaymentSettler, paymentSettlerHandlers(parts), {
+          authenticate: serviceCallers(config, {
+            service: 'payment-settler',
+            callers: ['gateway', 'job-orchestrator'],
+          }),
+        });
         logger.info(
           {
             facilitator: parts?.terms.parties.facilitator ?? null,

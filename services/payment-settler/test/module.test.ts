@@ -1,6 +1,9 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { connectJobRegistry } from '@svc/contracts';
 import { MemoryStore } from '@svc/platform';
+import { testServiceClientOptions } from '@svc/platform/testing';
+import { closeClient, createClient, GrpcStatus, RpcError } from '@svc/proto';
+import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
 import { useDevnet } from '@svc/testkit';
 import type { PaymentSettlerInstance } from '../src/module.js';
 import {
@@ -125,6 +128,40 @@ describe('the settler starts', () => {
     try {
       expect((running.instances.get('payment-settler') as PaymentSettlerInstance).parts).toBeUndefined();
     } finally {
+      await running.stop();
+    }
+  });
+
+  it('serving PaymentSettler to the gateway and the job-orchestrator only: another call is refused before any handler', async () => {
+    const running = await runSettler(devnet(), store, { GRPC_PORT: '0' });
+    const address = running.grpcAddress!;
+    const clients = {
+      anonymous: createClient(PaymentSettler, address),
+      keyService: createClient(
+        PaymentSettler,
+        address,
+        testServiceClientOptions('payment-settler', { as: 'key-service' }),
+      ),
+      gateway: createClient(PaymentSettler, address, testServiceClientOptions('payment-settler')),
+      orchestrator: createClient(
+        PaymentSettler,
+        address,
+        testServiceClientOptions('payment-settler', { as: 'job-orchestrator' }),
+      ),
+    };
+    const verify = (client: (typeof clients)['gateway']) =>
+      client.verifyPayment({ paymentSignature: 'e30', model: 'any' }).catch((error: unknown) => error);
+    try {
+      for (const refused of [clients.anonymous, clients.keyService]) {
+        const error = await verify(refused);
+        expect(error).toBeInstanceOf(RpcError);
+        expect((error as RpcError).status).toBe(GrpcStatus.UNAUTHENTICATED);
+      }
+      // Let through: the handler answers, refusing the payment (it is no payment at all).
+      for (const admitted of [clients.gateway, clients.orchestrator])
+        expect(await verify(admitted)).toMatchObject({ outcome: { case: 'refused' } });
+    } finally {
+      Object.values(clients).forEach((client) => closeClient(client));
       await running.stop();
     }
   });

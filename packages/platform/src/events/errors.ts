@@ -24,3 +24,22 @@ export class EventBusClosedError extends EventBusError {
     super(`${operation}: event bus is closed`);
   }
 }
+
+/**
+ * The broker did not acknowledge a publish within the bus's publish timeout (unreachable, no leader,
+ * too few in-sync replicas). The outcome is unknown: the events may still land, so a caller that
+ * publishes again may duplicate them (consumers are idempotent), never lose them.
+ */
+export class PublishTimeoutError extends EventBusError {
+  constructor(
+    readonly topic: string,
+    readonly timeoutMs: number,
+    readonly events: number,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `${topic}: the broker did not acknowledge ${events === 1 ? 'the event' : `${events} events`} within ${timeoutMs} ms`,
+      options,
+    );
+  }
+}

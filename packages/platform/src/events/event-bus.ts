@@ -43,25 +43,49 @@ export interface SubscribeOptions<Desc extends DescMessage> {
   readonly fromBeginning?: boolean;
 }
 
+/** Whether one subscription's consumer is consuming, as readiness sees it. */
+export interface SubscriptionHealth {
+  readonly topic: string;
+  readonly group: string;
+  /**
+   * False while its consumer is down: it crashed for good (the bus keeps trying to start it again), or
+   * it has been out of its group longer than a join may take (kicked and unable to rejoin, broker gone).
+   * A consumer that is only rebalancing or restarting briefly stays live.
+   */
+  readonly live: boolean;
+  /** Why it is not live, from the consumer's last error; undefined while live. */
+  readonly reason?: string;
+  /** Since when it has not been live. */
+  readonly downSince?: Date;
+}
+
 export interface EventSubscription {
   /**
    * Stops delivery to this consumer. Resolves once its in-flight handler (if any) has settled; an event
    * it had not acknowledged goes to the next member of the group.
    */
   close(): Promise<void>;
+  /** This consumer's health now (cheap, synchronous: readiness polls it). */
+  health(): SubscriptionHealth;
 }
 
 /** Publish/subscribe of typed events, the port every service uses (Kafka or in-process behind it). */
 export interface EventBus {
   /** Creates the topics that do not exist yet; brokers are not assumed to auto-create them. */
   ensureTopics(topics: readonly EventTopic[]): Promise<void>;
-  /** Resolves once the broker has acknowledged the event (at-least-once: it will be delivered). */
+  /**
+   * Resolves once the broker has acknowledged the event (at-least-once: it will be delivered). Rejects
+   * with `PublishTimeoutError` when no acknowledgement came within the bus's publish timeout.
+   */
   publish<Desc extends DescMessage>(
     topic: EventTopic<Desc>,
     message: MessageShape<Desc>,
     options?: PublishOptions,
   ): Promise<void>;
-  /** Publishes events in order, acknowledged together; per-key order follows the array order. */
+  /**
+   * Publishes events in order, acknowledged together; per-key order follows the array order. Rejects
+   * with `PublishTimeoutError` like `publish`.
+   */
   publishBatch<Desc extends DescMessage>(
     topic: EventTopic<Desc>,
     events: readonly EventToPublish<Desc>[],
@@ -74,6 +98,11 @@ export interface EventBus {
     topic: EventTopic<Desc>,
     options: SubscribeOptions<Desc>,
   ): Promise<EventSubscription>;
+  /**
+   * The health of every open subscription (closed ones drop out). The process is ready only while all
+   * of them are live: the runner turns this into `/readyz` and grpc.health.v1 (see @svc/runtime).
+   */
+  health(): readonly SubscriptionHealth[];
   /** Closes every subscription (waiting for in-flight handlers) and the producer. */
   close(): Promise<void>;
 }

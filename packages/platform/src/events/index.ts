@@ -9,7 +9,7 @@ export {
 export { dedupeByEventId, InMemoryProcessedEventIds, type ProcessedEventIds } from './dedupe.js';
 export { sleepUnlessAborted, type EventBusLogger } from './delivery.js';
 export { EmbeddedEventBus, type EmbeddedEventBusOptions } from './embedded/embedded-event-bus.js';
-export { EventBusClosedError, EventBusError, InvalidEventError } from './errors.js';
+export { EventBusClosedError, EventBusError, InvalidEventError, PublishTimeoutError } from './errors.js';
 export type {
   EventBus,
   EventHandler,
@@ -18,10 +18,18 @@ export type {
   PublishOptions,
   ReceivedEvent,
   SubscribeOptions,
+  SubscriptionHealth,
 } from './event-bus.js';
 export { KafkaEventBus } from './kafka/kafka-event-bus.js';
-export { parseKafkaBrokers, type KafkaClient, type KafkaEventBusOptions } from './kafka/kafka-options.js';
+export {
+  kafkaTopicConfig,
+  parseKafkaBrokers,
+  type KafkaClient,
+  type KafkaEventBusOptions,
+  type KafkaTopicSettings,
+} from './kafka/kafka-options.js';
 export { toKafkaMessage, fromKafkaMessage } from './kafka/kafka-record.js';
+export { DEFAULT_PUBLISH_TIMEOUT_MS } from './publish-timeout.js';
 export { DEFAULT_RETRY_POLICY, retryDelayMs, type RetryPolicy } from './retry-policy.js';
 export { defineTopic, type EventTopic, type EventTopicDefinition, type TopicMessage } from './topic.js';
 export { jobLifecycleTopic, keyEventsTopic } from './product-topics.js';

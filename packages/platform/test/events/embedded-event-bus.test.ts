@@ -124,6 +124,71 @@ describe('EmbeddedEventBus', () => {
     ).rejects.toBeInstanceOf(InvalidEventError);
   });
 
+  it('reports a crashed consumer not live until it recovers; its group goes on without it', async () => {
+    bus = new EmbeddedEventBus({ partitions: 2, handlerRetry: fastRetry });
+    const topic = sampleTopic('crash');
+    const crashedSeen: number[] = [];
+    const otherSeen: number[] = [];
+    const crashed = await bus.subscribe(topic, {
+      group: 'g',
+      handler: async (event) => void crashedSeen.push(readSample(event.message).seq),
+    });
+    await bus.subscribe(topic, {
+      group: 'g',
+      handler: async (event) => void otherSeen.push(readSample(event.message).seq),
+    });
+
+    await bus.simulateConsumerCrash(crashed, 'SASL authentication failed');
+    expect(crashed.health()).toEqual({
+      topic: topic.name,
+      group: 'g',
+      live: false,
+      reason: 'SASL authentication failed',
+      downSince: expect.any(Date),
+    });
+    expect(bus.health().map((health) => health.live)).toEqual([false, true]);
+
+    await bus.publishBatch(
+      topic,
+      burst(10, 4).map((message) => ({ message })),
+    );
+    await waitFor(() => otherSeen.length === 10 || undefined, {
+      what: 'the live member to take every event',
+    });
+    expect(crashedSeen).toEqual([]);
+
+    bus.simulateConsumerRecovery(crashed);
+    expect(crashed.health()).toEqual({ topic: topic.name, group: 'g', live: true });
+    await bus.publishBatch(
+      topic,
+      burst(10, 4).map((message) => ({ message })),
+    );
+    await waitFor(() => crashedSeen.length + otherSeen.length === 20 || undefined, { what: '20 deliveries' });
+    expect(crashedSeen.length).toBeGreaterThan(0);
+  });
+
+  it('hands the event a crashed consumer was handling to the next member', async () => {
+    bus = new EmbeddedEventBus({ partitions: 1, handlerRetry: fastRetry });
+    const topic = sampleTopic('crash-mid-handler');
+    let crashedAttempts = 0;
+    const crashed = await bus.subscribe(topic, {
+      group: 'g',
+      handler: async () => {
+        crashedAttempts += 1;
+        throw new Error('stuck');
+      },
+    });
+    const successor: string[] = [];
+    await bus.subscribe(topic, { group: 'g', handler: async (event) => void successor.push(event.eventId) });
+    await bus.publish(topic, sampleEvent({ eventId: 'held', key: 'k', seq: 0 }));
+    await waitFor(() => crashedAttempts >= 2 || undefined, { what: 'a retried attempt' });
+
+    await bus.simulateConsumerCrash(crashed, 'gone');
+
+    await waitFor(() => successor.length === 1 || undefined, { what: 'the successor to get the event' });
+    expect(successor).toEqual(['held']);
+  });
+
   it('rejects nonsensical options', () => {
     expect(() => new EmbeddedEventBus({ partitions: 0 })).toThrow(RangeError);
     expect(() => new EmbeddedEventBus({ retainedEventsPerPartition: 1.5 })).toThrow(RangeError);

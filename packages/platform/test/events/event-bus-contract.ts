@@ -399,6 +399,64 @@ export function describeEventBusContract(
     );
 
     it(
+      'reports each open subscription live, and forgets it once closed',
+      async () => {
+        const topic = await newTopic('health');
+        const first = newGroup('health-a');
+        const second = newGroup('health-b');
+        const subscription = await bus.subscribe(topic, { group: first, handler: async () => undefined });
+        await bus.subscribe(topic, { group: second, handler: async () => undefined });
+
+        const ofTopic = () => bus.health().filter((health) => health.topic === topic.name);
+        expect(ofTopic()).toEqual([
+          { topic: topic.name, group: first, live: true },
+          { topic: topic.name, group: second, live: true },
+        ]);
+        expect(subscription.health()).toEqual({ topic: topic.name, group: first, live: true });
+
+        await subscription.close();
+        expect(ofTopic().map((health) => health.group)).toEqual([second]);
+        expect(subscription.health()).toMatchObject({ live: false, reason: 'closed' });
+      },
+      testTimeoutMs,
+    );
+
+    it(
+      "delivers an event again to the group's next consumer when the one handling it stopped first (at least once)",
+      async () => {
+        const topic = await newTopic('redelivery');
+        const group = newGroup('redelivery');
+        const entered = deferred();
+        const release = deferred();
+        const firstAttempts: string[] = [];
+        const first = await bus.subscribe(topic, {
+          group,
+          handler: async (event) => {
+            firstAttempts.push(event.eventId);
+            entered.resolve();
+            await release.promise;
+            // The consumer stopped while this ran (a crash, a rebalance): the handler's work is lost.
+            throw new Error('consumer went away mid-handler');
+          },
+        });
+        const message = sampleEvent({ eventId: `once-${randomUUID()}`, key: 'key-0', seq: 0 });
+        await bus.publish(topic, message);
+        await entered.promise;
+
+        const closing = first.close();
+        release.resolve();
+        await closing;
+        const successor = recorder();
+        await bus.subscribe(topic, { group, handler: successor.handler });
+
+        await until(() => successor.events.length >= 1, 'the event handed to the next consumer');
+        expect(firstAttempts).toEqual([readSample(message).eventId]);
+        expectEachIdOnce(successor.events, idsOf([message]));
+      },
+      testTimeoutMs,
+    );
+
+    it(
       'delivers a republished event again, and dedupeByEventId applies it once',
       async () => {
         const topic = await newTopic('dedupe');

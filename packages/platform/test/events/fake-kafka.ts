@@ -23,6 +23,8 @@ export class FakeProducer {
   connects = 0;
   disconnects = 0;
   failNextConnect = false;
+  /** Sends that never hear back, as from a broker that stopped answering. */
+  hangSends = false;
   readonly sent: ProducerRecord[] = [];
   constructor(readonly config: ProducerConfig | undefined) {}
 
@@ -35,6 +37,7 @@ export class FakeProducer {
   }
 
   async send(record: ProducerRecord): Promise<[]> {
+    if (this.hangSends) return new Promise<[]>(() => undefined);
     this.sent.push(record);
     return [];
   }
@@ -45,7 +48,11 @@ export class FakeProducer {
 }
 
 export class FakeConsumer {
-  readonly events = { GROUP_JOIN: 'consumer.group_join', CRASH: 'consumer.crash' };
+  readonly events = {
+    GROUP_JOIN: 'consumer.group_join',
+    CRASH: 'consumer.crash',
+    REBALANCING: 'consumer.rebalancing',
+  };
   readonly listeners = new Map<string, Set<Listener>>();
   subscription: ConsumerSubscribeTopics | undefined;
   runConfig: ConsumerRunConfig | undefined;
@@ -67,7 +74,11 @@ export class FakeConsumer {
     for (const listener of this.listeners.get(event) ?? []) listener({ payload });
   }
 
-  async connect(): Promise<void> {}
+  connects = 0;
+
+  async connect(): Promise<void> {
+    this.connects += 1;
+  }
 
   async subscribe(subscription: ConsumerSubscribeTopics): Promise<void> {
     this.subscription = subscription;
@@ -111,6 +122,12 @@ export class FakeAdmin {
   /** High watermark per partition of every topic. */
   highWatermarks = ['5', '9'];
   readonly setOffsetsCalls: Array<{ groupId: string; topic: string; partitions: SeekEntry[] }> = [];
+  /** The layout and configs of existing topics, as fetchTopicMetadata and describeConfigs report them. */
+  readonly layouts = new Map<
+    string,
+    { partitions: number; replicationFactor: number; configs: Record<string, string> }
+  >();
+  describeConfigsFails = false;
   disconnects = 0;
 
   async connect(): Promise<void> {}
@@ -141,6 +158,48 @@ export class FakeAdmin {
 
   async fetchTopicOffsets(_topic: string) {
     return this.highWatermarks.map((offset, partition) => ({ partition, offset, high: offset, low: '0' }));
+  }
+
+  async fetchTopicMetadata({ topics }: { topics: string[] }) {
+    return {
+      topics: topics.map((name) => {
+        const layout = this.layouts.get(name) ?? { partitions: 1, replicationFactor: 1, configs: {} };
+        return {
+          name,
+          partitions: Array.from({ length: layout.partitions }, (_, partitionId) => ({
+            partitionId,
+            leader: 0,
+            replicas: Array.from({ length: layout.replicationFactor }, (_, replica) => replica),
+            isr: [],
+            partitionErrorCode: 0,
+          })),
+        };
+      }),
+    };
+  }
+
+  async describeConfigs({ resources }: { resources: Array<{ name: string; configNames?: string[] }> }) {
+    if (this.describeConfigsFails) throw new Error('TOPIC_AUTHORIZATION_FAILED');
+    return {
+      throttleTime: 0,
+      resources: resources.map(({ name, configNames }) => ({
+        resourceName: name,
+        resourceType: 2,
+        errorCode: 0,
+        errorMessage: null,
+        configEntries: Object.entries(this.layouts.get(name)?.configs ?? {})
+          .filter(([configName]) => !configNames || configNames.includes(configName))
+          .map(([configName, configValue]) => ({
+            configName,
+            configValue,
+            isDefault: false,
+            configSource: 1,
+            isSensitive: false,
+            readOnly: false,
+            configSynonyms: [],
+          })),
+      })),
+    };
   }
 
   async setOffsets(call: { groupId: string; topic: string; partitions: SeekEntry[] }): Promise<void> {

@@ -5,6 +5,8 @@ export { GrpcStatus };
 /** Metadata keys the adapter uses on every call; lower case as HTTP/2 requires. */
 export const METADATA = {
   requestId: 'x-request-id',
+  /** The caller's credentials: `Bearer <service token>` on calls between the services. */
+  authorization: 'authorization',
   /** The machine-readable application error code (the API error catalogue's internal name). */
   errorCode: 'x-error-code',
   /** JSON details of an error (for example the `accepts` of a 402), binary so any UTF-8 survives. */

@@ -4,10 +4,13 @@ export { grpcServiceDefinition, methodPath } from './definition.js';
 export { GrpcStatus, isRpcError, METADATA, RpcError, type ErrorDetails } from './errors.js';
 export { DEFAULT_MAX_MESSAGE_BYTES, GrpcServer, type GrpcServerOptions } from './server.js';
 export type {
+  CallAuthenticator,
   CallContext,
+  CallCredentials,
   CallOptions,
   ClientMethod,
   MethodImpl,
+  ServiceAccess,
   ServiceClient,
   ServiceImpl,
 } from './types.js';

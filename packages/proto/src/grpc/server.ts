@@ -7,7 +7,14 @@ import { HealthImplementation } from 'grpc-health-check';
 import { AsyncQueue } from './async-queue.js';
 import { grpcServiceDefinition } from './definition.js';
 import { GrpcStatus, METADATA, RpcError } from './errors.js';
-import type { CallContext, GenServiceMethods, ServiceImpl } from './types.js';
+import type {
+  CallAuthenticator,
+  CallContext,
+  CallCredentials,
+  GenServiceMethods,
+  ServiceAccess,
+  ServiceImpl,
+} from './types.js';
 
 /** Gives the product 16 MiB messages: conversations arrive whole and oldest messages are dropped later. */
 export const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
@@ -21,6 +28,13 @@ export interface GrpcServerOptions {
   runInContext?: <T>(context: CallContext, handler: () => T) => T;
   credentials?: grpc.ServerCredentials;
   channelOptions?: grpc.ChannelOptions;
+  /**
+   * Every service added must say who may call it (`add`'s `access`), so none is served open by
+   * omission. grpc.health.v1 stays open whatever this says: probes carry no credentials.
+   */
+  requireAccess?: boolean;
+  /** Told about every call an authenticator refused, before the caller hears UNAUTHENTICATED. */
+  onRefused?: (error: unknown, call: CallCredentials) => void;
 }
 
 type GrpcCall =
@@ -51,14 +65,28 @@ export class GrpcServer {
     this.health.addToServer(this.server);
   }
 
-  add<S extends GenServiceMethods>(service: GenService<S>, implementation: ServiceImpl<S>): this {
+  /**
+   * Serves `service`. With `access.authenticate`, every call is authenticated before any handler runs and
+   * refused when the authenticator says no; `access.open` (or no access, unless the server requires one)
+   * serves it to anyone.
+   */
+  add<S extends GenServiceMethods>(
+    service: GenService<S>,
+    implementation: ServiceImpl<S>,
+    access?: ServiceAccess,
+  ): this {
     const descriptor = service as unknown as DescService;
+    if (access === undefined && this.options.requireAccess)
+      throw new Error(
+        `${descriptor.typeName}: say who may call it (an authenticator, or open to anyone) when adding it`,
+      );
+    const authenticate = access && 'authenticate' in access ? access.authenticate : undefined;
     const handlers: grpc.UntypedServiceImplementation = {};
     for (const method of descriptor.methods) {
       const handler = (implementation as unknown as Record<string, AnyHandler>)[method.localName];
       if (typeof handler !== 'function')
         throw new Error(`${descriptor.typeName}: no handler for ${method.name}`);
-      handlers[method.localName] = this.adapt(method, handler.bind(implementation));
+      handlers[method.localName] = this.adapt(method, handler.bind(implementation), authenticate);
     }
     this.server.addService(grpcServiceDefinition(descriptor), handlers);
     this.serviceNames.push(descriptor.typeName);
@@ -118,40 +146,106 @@ export class GrpcServer {
     for (const name of this.serviceNames) this.health.setStatus(name, status);
   }
 
-  private adapt(method: DescMethod, handler: AnyHandler): grpc.UntypedHandleCall {
+  private adapt(
+    method: DescMethod,
+    handler: AnyHandler,
+    authenticate: CallAuthenticator | undefined,
+  ): grpc.UntypedHandleCall {
     const run = (
       call: GrpcCall,
       input: unknown,
+      caller: string | undefined,
     ): { context: CallContext; result: unknown; done: () => void } => {
       const abort = new AbortController();
       this.liveCalls.add(abort);
       (call as NodeJS.EventEmitter).on('cancelled', () =>
         abort.abort(new RpcError(GrpcStatus.CANCELLED, 'call cancelled by the caller')),
       );
-      const context = contextOf(method, call, abort.signal);
+      const context = contextOf(method, call, abort.signal, caller);
       const invoke = () => handler(input, context);
       const result = this.options.runInContext ? this.options.runInContext(context, invoke) : invoke();
       return { context, result, done: () => this.liveCalls.delete(abort) };
+    };
+    // The caller is authenticated before anything of the call is read or run; a refused call never
+    // reaches the handler.
+    const admit = (
+      call: GrpcCall,
+      proceed: (caller: string | undefined) => void,
+      refuse: (status: Partial<grpc.StatusObject>) => void,
+    ): void => {
+      if (!authenticate) {
+        proceed(undefined);
+        return;
+      }
+      // The peer is read only if needed (a refusal's log): it costs a socket lookup.
+      const credentials: CallCredentials = {
+        method,
+        metadata: call.metadata,
+        get peer() {
+          return call.getPeer();
+        },
+      };
+      const refused = (error: unknown) => refuse(this.refusal(error, credentials));
+      let outcome: string | Promise<string>;
+      try {
+        outcome = authenticate(credentials);
+      } catch (error) {
+        refused(error);
+        return;
+      }
+      if (typeof outcome === 'string') proceed(outcome);
+      else
+        outcome.then((caller) => {
+          // The caller may have given up while its credentials were checked: nothing to run then.
+          if (!call.cancelled) proceed(caller);
+        }, refused);
     };
 
     switch (method.methodKind) {
       case 'unary':
         return (call: grpc.ServerUnaryCall<object, object>, callback: grpc.sendUnaryData<object>) => {
-          this.respondOnce(method, run(call, call.request), callback);
+          admit(
+            call,
+            (caller) => this.respondOnce(method, run(call, call.request, caller), callback),
+            (status) => callback(status),
+          );
         };
       case 'client_streaming':
         return (call: grpc.ServerReadableStream<object, object>, callback: grpc.sendUnaryData<object>) => {
-          this.respondOnce(method, run(call, readRequests(call)), callback);
+          admit(
+            call,
+            (caller) => this.respondOnce(method, run(call, readRequests(call), caller), callback),
+            (status) => callback(status),
+          );
         };
       case 'server_streaming':
         return (call: grpc.ServerWritableStream<object, object>) => {
-          void this.respondStream(method, run(call, call.request), call);
+          admit(
+            call,
+            (caller) => void this.respondStream(method, run(call, call.request, caller), call),
+            (status) => call.emit('error', status),
+          );
         };
       case 'bidi_streaming':
         return (call: grpc.ServerDuplexStream<object, object>) => {
-          void this.respondStream(method, run(call, readRequests(call)), call);
+          admit(
+            call,
+            (caller) => void this.respondStream(method, run(call, readRequests(call), caller), call),
+            (status) => call.emit('error', status),
+          );
         };
     }
+  }
+
+  /**
+   * The answer to a refused call: the authenticator's RpcError as it is, anything else (a bug in the
+   * authenticator) UNAUTHENTICATED with nothing of the error; either is reported first.
+   */
+  private refusal(error: unknown, call: CallCredentials): Partial<grpc.StatusObject> {
+    this.options.onRefused?.(error, call);
+    const rpcError =
+      error instanceof RpcError ? error : new RpcError(GrpcStatus.UNAUTHENTICATED, 'call not authenticated');
+    return { code: rpcError.status, details: rpcError.message, metadata: rpcError.toMetadata() };
   }
 
   private respondOnce(
@@ -200,7 +294,12 @@ export class GrpcServer {
   }
 }
 
-function contextOf(method: DescMethod, call: GrpcCall, signal: AbortSignal): CallContext {
+function contextOf(
+  method: DescMethod,
+  call: GrpcCall,
+  signal: AbortSignal,
+  caller: string | undefined,
+): CallContext {
   const sentId = call.metadata.get(METADATA.requestId)[0];
   const deadline = call.getDeadline();
   return {
@@ -212,6 +311,7 @@ function contextOf(method: DescMethod, call: GrpcCall, signal: AbortSignal): Cal
       deadline instanceof Date ? deadline : Number.isFinite(deadline) ? new Date(deadline) : undefined,
     signal,
     peer: call.getPeer(),
+    ...(caller === undefined ? {} : { caller }),
   };
 }
 

@@ -20,7 +20,29 @@ export interface CallContext {
   /** Aborted when the caller cancels, its deadline passes, or the server shuts down hard. */
   readonly signal: AbortSignal;
   readonly peer: string;
+  /** Who called, as the service's authenticator established it; undefined on a service open to anyone. */
+  readonly caller?: string;
 }
+
+/** What an authenticator sees of a call: its method and the caller's metadata, before any handler runs. */
+export interface CallCredentials {
+  readonly method: DescMethod;
+  readonly metadata: Metadata;
+  readonly peer: string;
+}
+
+/**
+ * Decides whether a call may reach a service's handlers: returns the caller's name, or throws (or
+ * rejects with) an RpcError, UNAUTHENTICATED as a rule, which is the caller's answer. A plain return
+ * (not a promise) lets a call through with no extra turn of the event loop.
+ */
+export type CallAuthenticator = (call: CallCredentials) => string | Promise<string>;
+
+/**
+ * Who may call a service added to a GrpcServer: callers an authenticator accepts, or anyone (a service
+ * whose callers prove themselves in its own protocol, such as the worker link's challenge).
+ */
+export type ServiceAccess = { readonly authenticate: CallAuthenticator } | { readonly open: true };
 
 /** Server handler of each method kind: plain async functions and async iterables. */
 export type MethodImpl<M extends MethodShape> = M['methodKind'] extends 'unary'

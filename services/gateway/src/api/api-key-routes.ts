@@ -10,15 +10,16 @@ import {
   requiredSpendCap,
   type SpendCapInput,
 } from './request-body.js';
-import { signedInWallet } from './wallet-sign-in.js';
+import { signInToken } from './wallet-sign-in.js';
 
 function capWei(cap: SpendCapInput): { decimal: string } | undefined {
   return cap.kind === 'cap' ? { decimal: cap.decimal } : undefined;
 }
 
 /**
- * The `/api-keys` routes of one signed-in wallet. Ownership is the key-service's check: every call names
- * the wallet, and another wallet's key answers `api_key_not_found` exactly like an unknown one.
+ * The `/api-keys` routes of one signed-in wallet. Ownership is the key-service's check: every call carries
+ * the caller's sign-in token, the key-service acts only for the wallet it proves, and another wallet's key
+ * answers `api_key_not_found` exactly like an unknown one.
  */
 export function apiKeyRoutes(keyService: KeyServiceClient): Router {
   const router = Router();
@@ -28,7 +29,7 @@ export function apiKeyRoutes(keyService: KeyServiceClient): Router {
     const name = optionalString(body, 'name');
     const spendCap = optionalSpendCap(body);
     const minted = await keyService.mintKey({
-      wallet: { hex: signedInWallet(res) },
+      signInToken: signInToken(res),
       name,
       spendCapWei: capWei(spendCap),
     });
@@ -37,14 +38,14 @@ export function apiKeyRoutes(keyService: KeyServiceClient): Router {
   });
 
   router.get('/', async (_req, res) => {
-    const listed = await keyService.listKeys({ wallet: { hex: signedInWallet(res) } });
+    const listed = await keyService.listKeys({ signInToken: signInToken(res) });
     res.json(listed.apiKeys.map(apiKeyJson));
   });
 
   router.patch('/:id', async (req, res) => {
     const cap = requiredSpendCap(jsonObjectBody(req));
     const updated = await keyService.updateSpendCap({
-      wallet: { hex: signedInWallet(res) },
+      signInToken: signInToken(res),
       keyId: req.params.id,
       spendCap:
         cap.kind === 'cap'
@@ -56,12 +57,12 @@ export function apiKeyRoutes(keyService: KeyServiceClient): Router {
   });
 
   router.post('/:id/revoke', async (req, res) => {
-    await keyService.revokeKey({ wallet: { hex: signedInWallet(res) }, keyId: req.params.id });
+    await keyService.revokeKey({ signInToken: signInToken(res), keyId: req.params.id });
     res.status(204).end();
   });
 
   router.delete('/:id', async (req, res) => {
-    await keyService.deleteKey({ wallet: { hex: signedInWallet(res) }, keyId: req.params.id });
+    await keyService.deleteKey({ signInToken: signInToken(res), keyId: req.params.id });
     res.status(204).end();
   });
 

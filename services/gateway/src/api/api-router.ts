@@ -1,6 +1,7 @@
 import type { Logger, RateWindows } from '@svc/platform';
 import express, { Router } from 'express';
 import { apiErrorHandler, apiRouteNotFound } from '../http/api-errors.js';
+import { BadCredentialGuard } from '../http/bad-credential-guard.js';
 import { clientNetwork } from '../http/client-address.js';
 import { rateLimited } from '../http/rate-limit.js';
 import { bindRequestContext } from '../http/request-context.js';
@@ -15,6 +16,8 @@ export interface ApiRouterSettings {
   readonly bodyLimit: string;
   readonly keyRoutesRateLimit: number;
   readonly keyRoutesRateWindowMs: number;
+  readonly badTokenRateLimit: number;
+  readonly badTokenRateWindowMs: number;
   readonly signInRateLimit: number;
   readonly signInRateWindowMs: number;
 }
@@ -77,7 +80,15 @@ export function apiRouter({
   );
   router.use(
     '/api-keys',
-    requireWalletSignIn(keyService),
+    requireWalletSignIn(
+      keyService,
+      new BadCredentialGuard(rateWindows, {
+        name: 'api:bad-tokens',
+        limit: settings.badTokenRateLimit,
+        windowMs: settings.badTokenRateWindowMs,
+        refusal: 'Too many calls with an invalid or expired sign-in token from this address',
+      }),
+    ),
     rateLimited(rateWindows, {
       name: 'api-keys:wallet',
       limit: settings.keyRoutesRateLimit,

@@ -1,9 +1,9 @@
 import { AppError, type RevocationMarkers } from '@svc/platform';
 import type { Request, RequestHandler, Response } from 'express';
+import type { BadCredentialGuard } from '../http/bad-credential-guard.js';
 import { bearerToken } from '../http/bearer-token.js';
 import { clientNetwork } from '../http/client-address.js';
 import { rateLimitRefusal, rateWindowKey } from '../http/rate-limit.js';
-import type { BadKeyGuard } from './bad-key-guard.js';
 import type { KeyResolutionCache, ResolvedApiKey } from './key-resolution-cache.js';
 
 const API_KEY_PREFIX = 'svc_';
@@ -21,7 +21,8 @@ export interface KeyRateLimit {
 export interface ApiKeyAuthPorts {
   readonly cache: KeyResolutionCache;
   readonly revocations: RevocationMarkers;
-  readonly badKeys: BadKeyGuard;
+  /** The per-address limit on bad keys (see BadCredentialGuard). */
+  readonly badKeys: BadCredentialGuard;
   readonly keyRate: KeyRateLimit;
 }
 
@@ -45,8 +46,8 @@ const UNKNOWN_OR_REVOKED = 'Unknown or revoked API key.';
  * Authenticates a `/v1` call by its API key and counts it in the key's rate window. A warm key costs no
  * gRPC call, but every call reads the key's revocation marker in the shared store, so a revocation is in
  * force from the next call on whatever the cache holds. The key is resolved first: only a presented
- * credential that fails counts against the client's network (see BadKeyGuard); a call with no credential is
- * refused without counting.
+ * credential that fails counts against the client's network (see BadCredentialGuard); a call with no
+ * credential is refused without counting.
  *
  * For a resolved key, the marker and the window the call counts in are one store operation (one round
  * trip): the key's own rate window when it is not revoked, the network's bad-key window when it is. A

@@ -1,10 +1,10 @@
 import { AppError, type Logger, type Store } from '@svc/platform';
 import express, { Router, type RequestHandler } from 'express';
+import { BadCredentialGuard } from '../http/bad-credential-guard.js';
 import { bindRequestContext } from '../http/request-context.js';
 import type { KeyServiceClient } from '../key-service-client.js';
 import type { GatewayMetrics } from '../observability/gateway-metrics.js';
 import { authenticateApiKey, authenticateWhenPresented } from './api-key-auth.js';
-import { BadKeyGuard } from './bad-key-guard.js';
 import { CallSlots } from './call-slots.js';
 import { chatCompletionsHandler } from './chat-completions-route.js';
 import type { CompletionBackend } from './completion-backend.js';
@@ -92,9 +92,11 @@ export function v1Router(ports: V1RouterPorts): Router {
   const authenticate = authenticateApiKey({
     cache: keyCache,
     revocations: store.revocations,
-    badKeys: new BadKeyGuard(store.rateWindows, {
+    badKeys: new BadCredentialGuard(store.rateWindows, {
+      name: 'v1:bad-keys',
       limit: settings.badKeyRateLimit,
       windowMs: settings.badKeyRateWindowMs,
+      refusal: 'Too many calls with an unknown or revoked API key from this address',
     }),
     // Counted in the same store operation as the revocation check: see authenticateApiKey.
     keyRate: {

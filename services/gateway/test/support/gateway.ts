@@ -1,4 +1,5 @@
 import { EmbeddedEventBus, type Logger, type Store } from '@svc/platform';
+import { TEST_SERVICE_TOKEN_SETTINGS } from '@svc/platform/testing';
 import { runTarget } from '@svc/runtime';
 import { gatewayModule, type GatewayInstance } from '../../src/module.js';
 import { silentLogger } from './key-service.js';
@@ -30,6 +31,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
         METRICS_PORT: '0',
         HTTP_SHUTDOWN_GRACE: '500ms',
         TRUST_PROXY: 'loopback',
+        ...TEST_SERVICE_TOKEN_SETTINGS,
         ...options.env,
       },
       provided: { store: options.store, bus },

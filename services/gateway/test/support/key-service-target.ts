@@ -1,5 +1,6 @@
 import { createKeyServiceModule, generateKeyServiceSecrets } from '@svc/key-service';
 import { createLogger, type Logger, type Store } from '@svc/platform';
+import { TEST_SERVICE_TOKEN_SETTINGS } from '@svc/platform/testing';
 import { runTarget } from '@svc/runtime';
 
 // What starting a key-service needs apart from its database, with nothing from jest or @svc/testkit (whose
@@ -45,7 +46,14 @@ export async function runKeyServiceOn(
     running = await runTarget(
       { name: 'key-service', modules: [createKeyServiceModule({ now: options.now })] },
       {
-        env: { ...TEST_SIWE, ...TEST_SECRETS, DATABASE_URL: database.url, GRPC_PORT: '0', ...options.env },
+        env: {
+          ...TEST_SIWE,
+          ...TEST_SECRETS,
+          ...TEST_SERVICE_TOKEN_SETTINGS,
+          DATABASE_URL: database.url,
+          GRPC_PORT: '0',
+          ...options.env,
+        },
         provided: { store },
         logger: silentLogger,
       },

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { testServiceClientOptions } from '@svc/platform/testing';
 import { closeClient, createClient } from '@svc/proto';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
 import { SpendReservationState } from '@svc/proto/gen/svc/key/v1/spend_reservation_pb';
@@ -284,7 +285,7 @@ describe('answers', () => {
 describe('spend reservations', () => {
   async function settleAsLifecycle(settle: 'commit' | 'release', reservationId: string) {
     // Stands in for the job's lifecycle events, which settle what the gateway leaves held.
-    const settler = createClient(KeyService, keyService.address);
+    const settler = createClient(KeyService, keyService.address, testServiceClientOptions('key-service'));
     try {
       return settle === 'commit'
         ? await settler.commitSpend({ reservationId, chargedWei: { decimal: CHARGED_WEI.toString() } })

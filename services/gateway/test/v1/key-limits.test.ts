@@ -1,6 +1,8 @@
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { waitFor } from '@svc/testkit';
 import type { Store } from '@svc/platform';
+import { testServiceClientOptions } from '@svc/platform/testing';
 import type { APIError } from 'openai';
 import OpenAI, { RateLimitError } from 'openai';
 import { closeClient, createClient } from '@svc/proto';
@@ -15,6 +17,7 @@ import { startV1Gateway, type V1Gateway } from './support/v1-gateway.js';
 
 const RATE_LIMIT = 5;
 const CONCURRENCY_LIMIT = 2;
+const BAD_KEY_LIMIT = 3;
 
 let redis: TestStore;
 let store: Store;
@@ -68,6 +71,7 @@ beforeAll(async () => {
   const env = {
     V1_KEY_RATE_LIMIT: String(RATE_LIMIT),
     V1_KEY_CONCURRENCY_LIMIT: String(CONCURRENCY_LIMIT),
+    V1_BAD_KEY_RATE_LIMIT: String(BAD_KEY_LIMIT),
   };
   replicaA = await startV1Gateway({
     keyServiceAddress: keyService.address,
@@ -130,6 +134,42 @@ describe('per-key rate limit', () => {
   });
 });
 
+describe('a good key behind an address blocked for bad keys', () => {
+  function listModels(apiKey: string, address: string, gateway: V1Gateway) {
+    return call(gateway.baseUrl, 'GET', '/v1/models', {
+      token: apiKey,
+      headers: { 'x-forwarded-for': address },
+    });
+  }
+
+  it('is served, cold and warm on both replicas, and refused only by its own rate, counted in limitHits.rate', async () => {
+    const [a, b, c] = randomBytes(3);
+    const address = `10.${a}.${b}.${c}`;
+    const minted = await mintKey(replicaA.baseUrl);
+    const unknownKey = `svc_${'A'.repeat(43)}`;
+    for (let i = 0; i < BAD_KEY_LIMIT; i += 1)
+      expect((await listModels(unknownKey, address, replicaA)).status).toBe(401);
+    const blocked = await listModels(unknownKey, address, replicaB);
+    expect(blocked.status).toBe(429);
+    expect(blocked.headers.get('x-ratelimit-limit')).toBeNull();
+
+    // The key is cold on each replica at its first call there, warm after.
+    const answers = [];
+    for (let i = 0; i < RATE_LIMIT + 2; i += 1)
+      answers.push(await listModels(minted.key, address, i % 2 === 0 ? replicaB : replicaA));
+    expect(answers.map((answer) => answer.status)).toEqual([...Array(RATE_LIMIT).fill(200), 429, 429]);
+    // The two refusals are the key's own limit (its window's headers), not the address's block...
+    for (const refused of answers.slice(RATE_LIMIT))
+      expect(refused.headers.get('x-ratelimit-limit')).toBe(String(RATE_LIMIT));
+    // ...and are counted in the key's limitHits, like any refusal of the key.
+    await waitFor(async () => (await listedKey(replicaA.baseUrl, minted)).limitHits.rate === 2 || undefined, {
+      what: "the key's two rate refusals to be counted in limitHits.rate",
+    });
+    // The address is still blocked for bad keys.
+    expect((await listModels(unknownKey, address, replicaA)).status).toBe(429);
+  });
+});
+
 describe('per-key concurrency limit', () => {
   it('refuses calls past the limit in flight across replicas with 429 concurrency_limit_exceeded, and frees slots after', async () => {
     const minted = await mintKey(replicaA.baseUrl);
@@ -179,7 +219,7 @@ describe('per-key concurrency limit', () => {
     expect(backend.requests.at(-1)).toBe(aborted);
 
     // The job's lifecycle settles the reservation (here: it failed, so the fee comes back).
-    const settler = createClient(KeyService, keyService.address);
+    const settler = createClient(KeyService, keyService.address, testServiceClientOptions('key-service'));
     try {
       const released = await settler.releaseSpend({
         reservationId: delegatePaymentOf(aborted).reservationId,

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createLogger, StoreUnavailableError, type Store, type Tallies } from '@svc/platform';
+import { testServiceClientOptions } from '@svc/platform/testing';
 import { closeClient, createClient, GrpcStatus, RpcError } from '@svc/proto';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
 import { waitFor } from '@svc/testkit';
@@ -142,7 +143,11 @@ describe('limit-hit flushes', () => {
   let client: KeyServiceClient;
 
   beforeAll(() => {
-    client = createClient(KeyService, keyService.address, { defaultUnaryTimeoutMs: 10_000 });
+    client = createClient(
+      KeyService,
+      keyService.address,
+      testServiceClientOptions('key-service', { defaultUnaryTimeoutMs: 10_000 }),
+    );
   });
   afterAll(() => closeClient(client));
 
@@ -247,7 +252,11 @@ describe('the reporter under a flood while the store is slow', () => {
       acknowledge: (...args) => store.tallies.acknowledge(...args),
     };
     const minted = await mintKey(replicaA.baseUrl);
-    const client = createClient(KeyService, keyService.address, { defaultUnaryTimeoutMs: 10_000 });
+    const client = createClient(
+      KeyService,
+      keyService.address,
+      testServiceClientOptions('key-service', { defaultUnaryTimeoutMs: 10_000 }),
+    );
     const reporter = new LimitHitReporter(client, silentLogger, { tallies: slowTallies });
     for (let i = 0; i < 10_000; i += 1) {
       reporter.report(minted.id, 'rate');
@@ -272,7 +281,11 @@ describe('the reporter under a flood while the store is slow', () => {
       claim: () => Promise.reject(new StoreUnavailableError('tallies.claim')),
       acknowledge: () => Promise.reject(new StoreUnavailableError('tallies.acknowledge')),
     };
-    const client = createClient(KeyService, keyService.address, { defaultUnaryTimeoutMs: 10_000 });
+    const client = createClient(
+      KeyService,
+      keyService.address,
+      testServiceClientOptions('key-service', { defaultUnaryTimeoutMs: 10_000 }),
+    );
     const reporter = new LimitHitReporter(client, logger, { tallies: down, maxUnsent: 100 });
     for (let i = 0; i < 5_000; i += 1) reporter.report(`key-${i % 1_000}`, 'rate');
     await reporter.stop();

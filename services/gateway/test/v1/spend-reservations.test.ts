@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createLogger, serviceClientOptions } from '@svc/platform';
+import { createLogger } from '@svc/platform';
+import { testServiceClientOptions } from '@svc/platform/testing';
 import { closeClient, createClient } from '@svc/proto';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
 import { freePort } from '@svc/testkit';
@@ -32,7 +33,11 @@ afterAll(async () => {
 });
 
 function keyServiceAt(address: string): KeyServiceClient {
-  const client = createClient(KeyService, address, serviceClientOptions({ defaultUnaryTimeoutMs: 2_000 }));
+  const client = createClient(
+    KeyService,
+    address,
+    testServiceClientOptions('key-service', { defaultUnaryTimeoutMs: 2_000 }),
+  );
   clients.push(client);
   return client;
 }

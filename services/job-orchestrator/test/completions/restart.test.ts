@@ -5,7 +5,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { GenService } from '@bufbuild/protobuf/codegenv2';
-import { createTestStore, TEST_REDIS_URL, type TestStore } from '@svc/platform/testing';
+import {
+  createTestStore,
+  TEST_REDIS_URL,
+  TEST_SERVICE_TOKEN_SECRET,
+  testServiceClientOptions,
+  type TestStore,
+} from '@svc/platform/testing';
 import { closeClient, createClient, type ServiceClient } from '@svc/proto';
 import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import { freePort, useDevnet, waitUntil } from '@svc/testkit';
@@ -70,6 +76,7 @@ class Orchestrator {
           TX_POLL_INTERVAL: '20ms',
           JOB_POLL_INTERVAL: '50ms',
           KEEPER_INTERVAL: '200ms',
+          SERVICE_TOKEN_SECRET: TEST_SERVICE_TOKEN_SECRET,
         },
         stdio: ['ignore', 'pipe', 'pipe'],
       },
@@ -130,7 +137,11 @@ describe('an orchestrator killed in the middle of a job', () => {
       workerRegistryAddress: devnet().deployment.workerRegistryAddress,
     });
     const wallet = await payingWallet();
-    let client: Client = createClient(JobOrchestrator, `127.0.0.1:${port}`);
+    let client: Client = createClient(
+      JobOrchestrator,
+      `127.0.0.1:${port}`,
+      testServiceClientOptions('job-orchestrator'),
+    );
     let jobId: bigint | undefined;
     try {
       for await (const response of client.runCompletion(
@@ -166,7 +177,7 @@ describe('an orchestrator killed in the middle of a job', () => {
       (count) => count === 1,
       { what: 'the worker linked again', timeoutMs: 15_000 },
     );
-    client = createClient(JobOrchestrator, `127.0.0.1:${port}`);
+    client = createClient(JobOrchestrator, `127.0.0.1:${port}`, testServiceClientOptions('job-orchestrator'));
     try {
       let text = '';
       for await (const response of client.runCompletion(

@@ -3,6 +3,7 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import { connectJobRegistry } from '@svc/contracts';
 import { ChainClient } from '@svc/chain';
 import { createLogger, EmbeddedEventBus, jobLifecycleTopic, type Store } from '@svc/platform';
+import { TEST_SERVICE_TOKEN_SETTINGS, testServiceClientOptions } from '@svc/platform/testing';
 import { closeClient, createClient, type ServiceClient } from '@svc/proto';
 import type { GenService } from '@bufbuild/protobuf/codegenv2';
 import type { JobLifecycleEvent } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
@@ -130,6 +131,7 @@ export async function startCompletionStack(
             FACILITATOR_OPERATOR_PRIVATE_KEYS: devnet.wallet(SERVICE_ACCOUNTS.facilitatorOperator).privateKey,
             PAY_TO_ADDRESS: signer.address,
             TX_POLL_INTERVAL: '20ms',
+            ...TEST_SERVICE_TOKEN_SETTINGS,
           },
           provided: { store: options.store, chain: devnet.connection(options.perCall.rpcUrl) },
           logger,
@@ -156,6 +158,7 @@ export async function startCompletionStack(
         // Tests open many sessions; the limit itself is tested by filling its window.
         SESSION_OPENS_PER_MINUTE: '1000',
         ...(settling ? { SETTLER_ADDRESS: settling.grpcAddress! } : {}),
+        ...TEST_SERVICE_TOKEN_SETTINGS,
         ...options.env,
       },
       provided: {
@@ -167,8 +170,18 @@ export async function startCompletionStack(
     },
   );
   const instance = running.instances.get('job-orchestrator') as JobOrchestratorInstance;
-  const client = createClient(JobOrchestrator, running.grpcAddress!);
-  const settler = settling ? createClient(PaymentSettler, settling.grpcAddress!) : undefined;
+  const client = createClient(
+    JobOrchestrator,
+    running.grpcAddress!,
+    testServiceClientOptions('job-orchestrator'),
+  );
+  const settler = settling
+    ? createClient(
+        PaymentSettler,
+        settling.grpcAddress!,
+        testServiceClientOptions('payment-settler', { as: 'job-orchestrator' }),
+      )
+    : undefined;
   const workers: ReferenceWorker[] = [];
   const chain = new ChainClient({
     provider: devnet.provider,

@@ -10,6 +10,7 @@ import type { LimitHits } from '../keys/limit-hits.js';
 import type { SignIn } from '../signin/sign-in.js';
 import type { TokenKeyRing } from '../signin/token-key-ring.js';
 import type { SpendLedger } from '../spend/spend-ledger.js';
+import type { WalletAddress } from '../wallet/wallet-address.js';
 import {
   addressOut,
   apiKeyOut,
@@ -17,7 +18,6 @@ import {
   optionalWeiOut,
   requiredWeiIn,
   reservationStateOut,
-  walletIn,
   weiIn,
   weiOut,
 } from './proto-values.js';
@@ -36,9 +36,19 @@ export interface KeyServiceDomain {
 /**
  * The KeyService gRPC API over the domain. Handlers only translate: messages in, checks of their shape,
  * domain calls, messages out; domain errors travel as AppErrors (their code in `x-error-code`).
+ *
+ * Key management acts for the wallet its request's sign-in token proves, checked here before anything
+ * else of the request: whoever reaches this port (not only the gateway) cannot act for a wallet without
+ * a token the wallet signed in for.
  */
 export function keyServiceHandlers(domain: KeyServiceDomain): ServiceImpl<KeyServiceMethods> {
   const { signIn, tokenKeys, apiKeys, resolver, ledger, limitHits } = domain;
+
+  /** The wallet a key-management call acts for; `unauthorized` unless the token is valid and current. */
+  async function signedInWallet(signInToken: string): Promise<WalletAddress> {
+    return (await signIn.authenticate(signInToken)).wallet;
+  }
+
   return {
     async createChallenge(request) {
       const challenge = await signIn.challenge(request.address?.hex ?? '');
@@ -68,7 +78,8 @@ export function keyServiceHandlers(domain: KeyServiceDomain): ServiceImpl<KeySer
     },
 
     async mintKey(request) {
-      const minted = await apiKeys.mint(walletIn(request.wallet, 'wallet'), {
+      const wallet = await signedInWallet(request.signInToken);
+      const minted = await apiKeys.mint(wallet, {
         name: request.name,
         spendCapWei: weiIn(request.spendCapWei, 'spendCapWei'),
       });
@@ -76,12 +87,12 @@ export function keyServiceHandlers(domain: KeyServiceDomain): ServiceImpl<KeySer
     },
 
     async listKeys(request) {
-      const keys = await apiKeys.list(walletIn(request.wallet, 'wallet'));
+      const keys = await apiKeys.list(await signedInWallet(request.signInToken));
       return { apiKeys: keys.map(apiKeyOut) };
     },
 
     async updateSpendCap(request) {
-      const wallet = walletIn(request.wallet, 'wallet');
+      const wallet = await signedInWallet(request.signInToken);
       const choice = request.spendCap;
       let cap: bigint | null;
       if (choice.case === 'capWei') cap = requiredWeiIn(choice.value, 'spendCapWei');
@@ -92,12 +103,12 @@ export function keyServiceHandlers(domain: KeyServiceDomain): ServiceImpl<KeySer
     },
 
     async revokeKey(request) {
-      await apiKeys.revoke(walletIn(request.wallet, 'wallet'), request.keyId);
+      await apiKeys.revoke(await signedInWallet(request.signInToken), request.keyId);
       return {};
     },
 
     async deleteKey(request) {
-      await apiKeys.delete(walletIn(request.wallet, 'wallet'), request.keyId);
+      await apiKeys.delete(await signedInWallet(request.signInToken), request.keyId);
       return {};
     },
 

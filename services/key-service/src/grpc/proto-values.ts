@@ -8,7 +8,7 @@ import type { ApiKeyView } from '../keys/api-key-view.js';
 import type { LimitKind as DomainLimitKind } from '../keys/limit-hits.js';
 import { parseWei } from '../money/wei.js';
 import type { ReservationState } from '../spend/spend-ledger.js';
-import { parseWalletAddress, type WalletAddress } from '../wallet/wallet-address.js';
+import type { WalletAddress } from '../wallet/wallet-address.js';
 
 // Conversions between protobuf messages and the domain, with the request checks that belong at the edge.
 
@@ -34,10 +34,6 @@ export function requiredWeiIn(value: Wei | undefined, field: string): bigint {
 
 export function addressOut(wallet: WalletAddress): Init<Address> {
   return { hex: wallet.checksummed };
-}
-
-export function walletIn(address: Address | undefined, field: string): WalletAddress {
-  return parseWalletAddress(address?.hex, field);
 }
 
 export function apiKeyOut(view: ApiKeyView): MessageInitShape<typeof ApiKeySchema> {

@@ -7,13 +7,16 @@ import {
   type Logger,
   type Store,
 } from '@svc/platform';
+import { TEST_SERVICE_TOKEN_SETTINGS } from '@svc/platform/testing';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
 import { loadKeyServiceConfig, type KeyServiceConfig } from '../../src/config.js';
 import { openDatabase, type PrismaClient } from '../../src/db/database.js';
 import type { KeyServiceMethods } from '../../src/grpc/key-service-handlers.js';
 import { buildKeyService, type KeyServiceInstance } from '../../src/service.js';
 import { generateKeyServiceSecrets } from '../../src/secrets.js';
+import { SignInTokens } from '../../src/signin/sign-in-tokens.js';
 import type { TokenKeyRing } from '../../src/signin/token-key-ring.js';
+import { parseWalletAddress } from '../../src/wallet/wallet-address.js';
 
 export const TEST_SIWE = {
   SIWE_DOMAIN: 'keys.example.test',
@@ -43,6 +46,11 @@ export interface KeyServiceReplica {
   readonly db: PrismaClient;
   readonly bus: EventBus;
   readonly config: KeyServiceConfig;
+  /**
+   * A sign-in token of this replica's for `address`, as `VerifySignIn` issues one once the wallet signed
+   * its challenge (without the SIWE round trip, which signin.test.ts covers).
+   */
+  tokenFor(address: string): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -50,6 +58,7 @@ export async function startReplica(options: HarnessOptions): Promise<KeyServiceR
   const config = loadKeyServiceConfig({
     ...TEST_SIWE,
     ...TEST_SECRETS,
+    ...TEST_SERVICE_TOKEN_SETTINGS,
     DATABASE_URL: options.databaseUrl,
     DATABASE_POOL_SIZE: '8',
     OUTBOX_POLL_INTERVAL: '200ms',
@@ -70,12 +79,20 @@ export async function startReplica(options: HarnessOptions): Promise<KeyServiceR
   const server: GrpcServer = createServiceGrpcServer(silentLogger).add(KeyService, service.handlers);
   const port = await server.listen('127.0.0.1:0');
   const client = createClient(KeyService, `127.0.0.1:${port}`, { defaultUnaryTimeoutMs: 30_000 });
+  const tokens = new SignInTokens(options.tokenKeys, {
+    issuer: config.SIGNIN_TOKEN_ISSUER,
+    audience: config.SIGNIN_TOKEN_AUDIENCE,
+    ttlMs: config.SIGNIN_TOKEN_TTL,
+  });
   return {
     client,
     service,
     db,
     bus,
     config,
+    async tokenFor(address) {
+      return (await tokens.issue(parseWalletAddress(address, 'address'))).token;
+    },
     async close() {
       closeClient(client);
       await server.shutdown(1_000);

@@ -16,6 +16,7 @@ import {
 import type { GenService } from '@bufbuild/protobuf/codegenv2';
 import { connectJobRegistry, DEBIT_AUTHORIZATION_TYPES, debitDomain } from '@svc/contracts';
 import { createLogger, prepaidDebitRequirementsFromProto, type Store } from '@svc/platform';
+import { TEST_SERVICE_TOKEN_SETTINGS, testServiceClientOptions } from '@svc/platform/testing';
 import { closeClient, createClient, RpcError, type ServiceClient } from '@svc/proto';
 import {
   PaymentSettler,
@@ -97,7 +98,7 @@ export function runSettler(
   return runTarget(
     { name: 'payment-settler', modules: [paymentSettlerModule] },
     {
-      env,
+      env: { ...TEST_SERVICE_TOKEN_SETTINGS, ...env },
       provided: { store, chain: devnet.connection() },
       logger: createLogger({
         service: 'payment-settler-test',
@@ -120,7 +121,11 @@ export async function startSettler(
   env: Record<string, string>,
 ): Promise<Settler> {
   const running = await runSettler(devnet, store, env);
-  const client = createClient(PaymentSettler, running.grpcAddress!);
+  const client = createClient(
+    PaymentSettler,
+    running.grpcAddress!,
+    testServiceClientOptions('payment-settler'),
+  );
   return {
     running,
     client,

@@ -10,10 +10,12 @@ import type {
   EventToPublish,
   PublishOptions,
   SubscribeOptions,
+  SubscriptionHealth,
 } from '../event-bus.js';
+import { resolvePublishTimeoutMs, withPublishTimeout } from '../publish-timeout.js';
 import { resolveRetryPolicy, type RetryPolicy } from '../retry-policy.js';
 import type { EventTopic } from '../topic.js';
-import { EmbeddedConsumerGroup } from './consumer-group.js';
+import { EmbeddedConsumerGroup, type GroupMember } from './consumer-group.js';
 import { PartitionedLog, type StoredEvent } from './partitioned-log.js';
 
 export interface EmbeddedEventBusOptions {
@@ -26,12 +28,27 @@ export interface EmbeddedEventBusOptions {
   readonly retainedEventsPerPartition?: number;
   /** Backoff between attempts of a failing handler. */
   readonly handlerRetry?: Partial<RetryPolicy>;
+  /**
+   * How long a publish waits while the broker is unreachable, which only `simulateBrokerOutage` makes
+   * happen here, before it rejects with PublishTimeoutError. Default 5 s.
+   */
+  readonly publishTimeoutMs?: number;
   readonly logger?: EventBusLogger;
 }
 
 interface TopicState {
   readonly log: PartitionedLog;
   readonly groups: Map<string, EmbeddedConsumerGroup>;
+}
+
+/** One subscription: its place in its group, or why it is out of it. */
+interface SubscriptionState {
+  readonly topic: string;
+  readonly group: EmbeddedConsumerGroup;
+  readonly consume: Parameters<EmbeddedConsumerGroup['join']>[0];
+  member: GroupMember | undefined;
+  down: { readonly reason: string; readonly since: Date } | undefined;
+  closing: Promise<void> | undefined;
 }
 
 /**
@@ -41,11 +58,14 @@ interface TopicState {
  */
 export class EmbeddedEventBus implements EventBus {
   readonly #topics = new Map<string, TopicState>();
-  readonly #subscriptions = new Set<EventSubscription>();
+  readonly #subscriptions = new Map<EventSubscription, SubscriptionState>();
   readonly #partitions: number;
   readonly #retainedPerPartition: number;
   readonly #retry: RetryPolicy;
+  readonly #publishTimeoutMs: number;
   readonly #logger: EventBusLogger;
+  /** Set while a simulated outage lasts: publishes wait on it. */
+  #outage: { readonly over: Promise<void>; readonly end: () => void } | undefined;
   #closing: Promise<void> | undefined;
 
   constructor(options: EmbeddedEventBusOptions = {}) {
@@ -55,6 +75,7 @@ export class EmbeddedEventBus implements EventBus {
       options.retainedEventsPerPartition ?? 10_000,
     );
     this.#retry = resolveRetryPolicy(options.handlerRetry);
+    this.#publishTimeoutMs = resolvePublishTimeoutMs(options.publishTimeoutMs);
     this.#logger = options.logger ?? silentLogger;
   }
 
@@ -81,6 +102,15 @@ export class EmbeddedEventBus implements EventBus {
       encodeEvent(topic, event.message, event.requestId ?? currentRequestId()),
     );
     const state = this.#topicState(topic);
+    if (this.#outage) {
+      // As a Kafka producer does: wait for the broker to come back, up to the publish timeout.
+      await withPublishTimeout(this.#outage.over, {
+        topic: topic.name,
+        events: records.length,
+        timeoutMs: this.#publishTimeoutMs,
+      });
+      this.#assertOpen('publish');
+    }
     const publishedAt = new Date();
     const touched = new Set(records.map((record) => state.log.append(record, publishedAt)));
     for (const group of state.groups.values()) for (const partition of touched) group.notify(partition);
@@ -93,30 +123,107 @@ export class EmbeddedEventBus implements EventBus {
     this.#assertOpen('subscribe');
     const { group, handler, fromBeginning = false } = options;
     if (!group) throw new TypeError(`subscribe to ${topic.name}: group must not be empty`);
-    const state = this.#topicState(topic);
-    let consumerGroup = state.groups.get(group);
+    const topicState = this.#topicState(topic);
+    let consumerGroup = topicState.groups.get(group);
     if (!consumerGroup) {
-      consumerGroup = new EmbeddedConsumerGroup(group, state.log, fromBeginning, this.#logger);
-      state.groups.set(group, consumerGroup);
+      consumerGroup = new EmbeddedConsumerGroup(group, topicState.log, fromBeginning, this.#logger);
+      topicState.groups.set(group, consumerGroup);
     }
-    const joined = consumerGroup;
-    const member = joined.join((stored, signal) => this.#consume(topic, group, handler, stored, signal));
-    let closing: Promise<void> | undefined;
     const subscription: EventSubscription = {
-      close: () => {
-        closing ??= joined.leave(member).finally(() => this.#subscriptions.delete(subscription));
-        return closing;
-      },
+      close: () => this.#closeSubscription(subscription),
+      health: () =>
+        this.#healthOf(subscription) ?? { topic: topic.name, group, live: false, reason: 'closed' },
     };
-    this.#subscriptions.add(subscription);
+    const state: SubscriptionState = {
+      topic: topic.name,
+      group: consumerGroup,
+      consume: (stored, signal) => this.#consume(topic, group, handler, stored, signal),
+      member: undefined,
+      down: undefined,
+      closing: undefined,
+    };
+    state.member = consumerGroup.join(state.consume);
+    this.#subscriptions.set(subscription, state);
     return subscription;
   }
 
+  health(): SubscriptionHealth[] {
+    return [...this.#subscriptions.keys()].flatMap((subscription) => this.#healthOf(subscription) ?? []);
+  }
+
+  /**
+   * For tests of what a dead consumer does to readiness: the subscription's consumer stops as a Kafka
+   * consumer that crashed for good does. It leaves its group (its partitions, and an event it had not
+   * acknowledged, go to the other members) and reports not live with `reason` until
+   * `simulateConsumerRecovery`. Resolves once its in-flight handler has settled.
+   */
+  async simulateConsumerCrash(subscription: EventSubscription, reason: string): Promise<void> {
+    const state = this.#stateOf(subscription);
+    if (state.closing || state.down) return;
+    state.down = { reason, since: new Date() };
+    const member = state.member;
+    state.member = undefined;
+    if (member) await state.group.leave(member);
+  }
+
+  /** Ends `simulateConsumerCrash`: the consumer rejoins its group, resumes where the group is, and is live. */
+  simulateConsumerRecovery(subscription: EventSubscription): void {
+    const state = this.#stateOf(subscription);
+    if (state.closing || !state.down) return;
+    state.down = undefined;
+    state.member = state.group.join(state.consume);
+  }
+
+  /**
+   * For tests of the publish timeout: while `unreachable`, publishes wait as they would for an
+   * unreachable broker and reject with PublishTimeoutError after the publish timeout (publishing
+   * nothing); ending the outage lets the waiting ones through.
+   */
+  simulateBrokerOutage(unreachable: boolean): void {
+    if (unreachable && !this.#outage) {
+      let end = (): void => undefined;
+      const over = new Promise<void>((resolve) => {
+        end = resolve;
+      });
+      this.#outage = { over, end };
+    } else if (!unreachable && this.#outage) {
+      this.#outage.end();
+      this.#outage = undefined;
+    }
+  }
+
   close(): Promise<void> {
-    this.#closing ??= Promise.all([...this.#subscriptions].map((subscription) => subscription.close())).then(
-      () => undefined,
-    );
+    this.#closing ??= Promise.all(
+      [...this.#subscriptions.keys()].map((subscription) => subscription.close()),
+    ).then(() => undefined);
     return this.#closing;
+  }
+
+  #closeSubscription(subscription: EventSubscription): Promise<void> {
+    const state = this.#subscriptions.get(subscription);
+    if (!state) return Promise.resolve();
+    state.closing ??= (async () => {
+      const member = state.member;
+      state.member = undefined;
+      if (member) await state.group.leave(member);
+      this.#subscriptions.delete(subscription);
+    })();
+    return state.closing;
+  }
+
+  #healthOf(subscription: EventSubscription): SubscriptionHealth | undefined {
+    const state = this.#subscriptions.get(subscription);
+    if (!state || state.closing) return undefined;
+    const { topic, group, down } = state;
+    return down
+      ? { topic, group: group.name, live: false, reason: down.reason, downSince: down.since }
+      : { topic, group: group.name, live: true };
+  }
+
+  #stateOf(subscription: EventSubscription): SubscriptionState {
+    const state = this.#subscriptions.get(subscription);
+    if (!state) throw new TypeError('not an open subscription of this bus');
+    return state;
   }
 
   async #consume<Desc extends DescMessage>(

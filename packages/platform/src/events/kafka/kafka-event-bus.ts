@@ -10,15 +10,22 @@ import type {
   EventToPublish,
   PublishOptions,
   SubscribeOptions,
+  SubscriptionHealth,
 } from '../event-bus.js';
+import { resolvePublishTimeoutMs, withPublishTimeout } from '../publish-timeout.js';
 import { resolveRetryPolicy } from '../retry-policy.js';
 import type { EventTopic } from '../topic.js';
 import { kafkaLogCreator } from './kafka-log.js';
-import type { KafkaClient, KafkaEventBusOptions } from './kafka-options.js';
+import {
+  kafkaTopicConfig,
+  type KafkaClient,
+  type KafkaEventBusOptions,
+  type KafkaTopicSettings,
+} from './kafka-options.js';
 import { toKafkaMessage } from './kafka-record.js';
 import { KafkaSubscription, type KafkaSubscriptionSettings } from './kafka-subscription.js';
 
-const { Kafka, Partitioners, logLevel } = kafkajs;
+const { Kafka, Partitioners, logLevel, ConfigResourceTypes } = kafkajs;
 
 /** Wait for every in-sync replica: an acknowledged event survives the loss of the partition leader. */
 const ACKS_ALL = -1;
@@ -33,8 +40,10 @@ export class KafkaEventBus implements EventBus {
   readonly #producer: Producer;
   readonly #logger: EventBusLogger;
   readonly #newTopics: { numPartitions: number; replicationFactor: number };
+  readonly #topics: ReadonlyMap<string, KafkaTopicSettings>;
+  readonly #publishTimeoutMs: number;
   readonly #subscriptionSettings: KafkaSubscriptionSettings;
-  readonly #subscriptions = new Set<EventSubscription>();
+  readonly #subscriptions = new Map<EventSubscription, KafkaSubscription>();
   readonly #pendingSends = new Set<Promise<unknown>>();
   #producerConnection: Promise<void> | undefined;
   #adminConnection: Promise<Admin> | undefined;
@@ -66,6 +75,13 @@ export class KafkaEventBus implements EventBus {
       numPartitions: options.newTopics?.numPartitions ?? -1,
       replicationFactor: options.newTopics?.replicationFactor ?? -1,
     };
+    this.#topics = new Map(
+      Object.entries(options.topics ?? {}).map(([name, settings]) => [
+        name,
+        validTopicSettings(name, settings),
+      ]),
+    );
+    this.#publishTimeoutMs = resolvePublishTimeoutMs(options.publishTimeoutMs);
     this.#subscriptionSettings = {
       client: this.#client,
       admin: () => this.#admin(),
@@ -76,21 +92,35 @@ export class KafkaEventBus implements EventBus {
       // kafkajs's default, but never above a third of the session timeout (Kafka's rule of thumb).
       heartbeatIntervalMs: Math.max(1, Math.min(3_000, Math.floor(sessionTimeoutMs / 3))),
       joinTimeoutMs: options.joinTimeoutMs ?? 60_000,
+      restart: {
+        initialDelayMs: options.consumerRestart?.initialDelayMs ?? 1_000,
+        maxDelayMs: options.consumerRestart?.maxDelayMs ?? 30_000,
+      },
     };
   }
 
   async ensureTopics(topics: readonly EventTopic[]): Promise<void> {
     this.#assertOpen('ensureTopics');
     const admin = await this.#admin();
+    const names = [...new Set(topics.map((topic) => topic.name))];
     const existing = new Set(await admin.listTopics());
-    const missing = [...new Set(topics.map((topic) => topic.name))].filter((name) => !existing.has(name));
-    if (missing.length === 0) return;
-    // Resolves false (no error) when another replica created a topic first.
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: missing.map((name) => ({ topic: name, ...this.#newTopics })),
-    });
-    this.#logger.info({ topics: missing }, 'created Kafka topics');
+    const missing = names.filter((name) => !existing.has(name));
+    if (missing.length > 0) {
+      // Resolves false (no error) when another replica created a topic first.
+      await admin.createTopics({
+        waitForLeaders: true,
+        topics: missing.map((name) => {
+          const settings = this.#topics.get(name);
+          return settings ? kafkaTopicConfig(name, settings) : { topic: name, ...this.#newTopics };
+        }),
+      });
+      this.#logger.info(
+        { topics: missing.map((name) => ({ name, ...this.#topics.get(name) })) },
+        'created Kafka topics',
+      );
+    }
+    const checked = names.filter((name) => existing.has(name) && this.#topics.has(name));
+    if (checked.length > 0) await this.#warnOfLayoutDrift(admin, checked);
   }
 
   publish<Desc extends DescMessage>(
@@ -110,8 +140,12 @@ export class KafkaEventBus implements EventBus {
       toKafkaMessage(encodeEvent(topic, event.message, event.requestId ?? currentRequestId())),
     );
     if (messages.length === 0) return;
-    const send = this.#connectProducer().then(() =>
-      this.#producer.send({ topic: topic.name, acks: ACKS_ALL, messages }),
+    // kafkajs keeps retrying an unreachable broker for a long while: the caller hears within the timeout.
+    const send = withPublishTimeout(
+      this.#connectProducer().then(() =>
+        this.#producer.send({ topic: topic.name, acks: ACKS_ALL, messages }),
+      ),
+      { topic: topic.name, events: messages.length, timeoutMs: this.#publishTimeoutMs },
     );
     this.#pendingSends.add(send);
     try {
@@ -130,8 +164,9 @@ export class KafkaEventBus implements EventBus {
     const subscription = await KafkaSubscription.start(topic, options, this.#subscriptionSettings);
     const tracked: EventSubscription = {
       close: () => subscription.close().finally(() => this.#subscriptions.delete(tracked)),
+      health: () => subscription.health(),
     };
-    this.#subscriptions.add(tracked);
+    this.#subscriptions.set(tracked, subscription);
     // The bus may have begun closing while this consumer was joining its group.
     if (this.#closing) {
       await tracked.close();
@@ -140,13 +175,17 @@ export class KafkaEventBus implements EventBus {
     return tracked;
   }
 
+  health(): SubscriptionHealth[] {
+    return [...this.#subscriptions.values()].map((subscription) => subscription.health());
+  }
+
   close(): Promise<void> {
     this.#closing ??= this.#shutDown();
     return this.#closing;
   }
 
   async #shutDown(): Promise<void> {
-    await Promise.allSettled([...this.#subscriptions].map((subscription) => subscription.close()));
+    await Promise.allSettled([...this.#subscriptions.keys()].map((subscription) => subscription.close()));
     await Promise.allSettled([...this.#pendingSends]);
     if (this.#producerConnection) await this.#producer.disconnect();
     if (this.#adminConnection) await (await this.#adminConnection.catch(() => undefined))?.disconnect();
@@ -173,7 +212,82 @@ export class KafkaEventBus implements EventBus {
     return this.#adminConnection;
   }
 
+  /**
+   * Logs, as a warning, every way an existing product topic differs from its settings. Nothing is
+   * changed: more partitions would move keys to other partitions (and break their order), and the
+   * configs are the operator's to change (kafka-configs.sh). A check the brokers refuse (no
+   * DescribeConfigs permission) is skipped.
+   */
+  async #warnOfLayoutDrift(admin: Admin, names: readonly string[]): Promise<void> {
+    try {
+      const [metadata, described] = await Promise.all([
+        admin.fetchTopicMetadata({ topics: [...names] }),
+        admin.describeConfigs({
+          includeSynonyms: false,
+          resources: names.map((name) => ({
+            type: ConfigResourceTypes.TOPIC,
+            name,
+            configNames: ['retention.ms', 'min.insync.replicas', 'cleanup.policy'],
+          })),
+        }),
+      ]);
+      for (const name of names) {
+        const wanted = this.#topics.get(name);
+        if (!wanted) continue;
+        const partitions = metadata.topics.find((topic) => topic.name === name)?.partitions ?? [];
+        const configs = new Map(
+          (described.resources.find((resource) => resource.resourceName === name)?.configEntries ?? []).map(
+            (entry) => [entry.configName, entry.configValue],
+          ),
+        );
+        const actual = {
+          partitions: partitions.length,
+          replicationFactor: partitions[0]?.replicas.length ?? 0,
+          retentionMs: Number(configs.get('retention.ms')),
+          minInSyncReplicas: Number(configs.get('min.insync.replicas')),
+          cleanupPolicy: configs.get('cleanup.policy'),
+        };
+        const expected = { ...wanted, cleanupPolicy: 'delete' };
+        const differing = (Object.keys(expected) as Array<keyof typeof expected>).filter(
+          (setting) => actual[setting] !== expected[setting],
+        );
+        if (differing.length > 0) {
+          this.#logger.warn(
+            {
+              topic: name,
+              differing,
+              actual,
+              expected,
+            },
+            'Kafka topic exists with another layout than its settings; left as it is (change it with the Kafka tools)',
+          );
+        }
+      }
+    } catch (error) {
+      this.#logger.debug(
+        { err: error, topics: names },
+        'could not check the layout of existing Kafka topics',
+      );
+    }
+  }
+
   #assertOpen(operation: string): void {
     if (this.#closing) throw new EventBusClosedError(operation);
   }
+}
+
+function validTopicSettings(name: string, settings: KafkaTopicSettings): KafkaTopicSettings {
+  const { partitions, replicationFactor, retentionMs, minInSyncReplicas } = settings;
+  const valid =
+    Number.isInteger(partitions) &&
+    partitions >= 1 &&
+    Number.isInteger(replicationFactor) &&
+    replicationFactor >= 1 &&
+    Number.isInteger(minInSyncReplicas) &&
+    minInSyncReplicas >= 1 &&
+    minInSyncReplicas <= replicationFactor &&
+    Number.isInteger(retentionMs) &&
+    (retentionMs === -1 || retentionMs >= 1);
+  if (!valid) throw new RangeError(`invalid settings of topic ${name}: ${JSON.stringify(settings)}`);
+  return Object.freeze({ ...settings });
 }

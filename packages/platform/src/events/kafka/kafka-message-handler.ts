@@ -13,7 +13,7 @@ export interface MessageHandlerContext {
   readonly group: string;
   readonly retry: RetryPolicy;
   readonly logger: EventBusLogger;
-  /** Aborted when the subscription closes. */
+  /** Aborted when the subscription closes or this consumer stopped for good (a crash it is not restarted from). */
   readonly signal: AbortSignal;
   /** How often a handler waiting to retry heartbeats: the consumer's heartbeat interval. */
   readonly heartbeatIntervalMs: number;
@@ -50,7 +50,7 @@ export function kafkaMessageHandler<Desc extends DescMessage>(
     });
     if (!acknowledged) {
       // A KafkaJSError tells kafkajs this is its own kind of stop, not a handler bug to log and restart on.
-      throw new KafkaJSError(`${topic.name}: subscription closed before event ${event.eventId} was handled`, {
+      throw new KafkaJSError(`${topic.name}: consumer stopped before event ${event.eventId} was handled`, {
         retriable: true,
       });
     }

@@ -19,19 +19,76 @@ export interface KafkaEventBusOptions {
   readonly sasl?: KafkaConfig['sasl'];
   readonly connectionTimeoutMs?: number;
   readonly requestTimeoutMs?: number;
-  /** How `ensureTopics` creates a topic; -1 (the default) takes the broker's default. */
+  /**
+   * How `ensureTopics` creates a topic that `topics` does not name (tests' topics, say); -1 (the
+   * default) takes the broker's default.
+   */
   readonly newTopics?: { readonly numPartitions?: number; readonly replicationFactor?: number };
+  /**
+   * How `ensureTopics` creates each named topic (the product's, from the runner's settings). A topic
+   * that exists already is left as it is; a layout that differs from this is logged as a warning.
+   */
+  readonly topics?: Readonly<Record<string, KafkaTopicSettings>>;
+  /**
+   * How long `publish` and `publishBatch` wait for the brokers' acknowledgement (connecting included)
+   * before they reject with PublishTimeoutError. Default 5 s.
+   */
+  readonly publishTimeoutMs?: number;
   /** Backoff between attempts of a failing handler. */
   readonly handlerRetry?: Partial<RetryPolicy>;
   /** Partitions one consumer handles at once (each still strictly in order). Default 4. */
   readonly partitionsConsumedConcurrently?: number;
   /** Kafka consumer session timeout. Default 30 s. */
   readonly sessionTimeoutMs?: number;
-  /** How long `subscribe` waits for the consumer to join its group. Default 60 s. */
+  /**
+   * How long `subscribe` waits for the consumer to join its group; a consumer out of its group longer
+   * than this reports not live. Default 60 s.
+   */
   readonly joinTimeoutMs?: number;
+  /**
+   * Backoff between attempts to start a fresh consumer after one crashed for good (kafkajs restarts
+   * the others itself). Default 1 s, doubling, at most 30 s.
+   */
+  readonly consumerRestart?: { readonly initialDelayMs?: number; readonly maxDelayMs?: number };
   readonly logger?: EventBusLogger;
   /** A ready client instead of one built from the options above. */
   readonly client?: KafkaClient;
+}
+
+/**
+ * How one topic is created: the partition count, the replication factor and the topic configs
+ * `retention.ms`, `min.insync.replicas` and `cleanup.policy=delete` (events are a log, never compacted).
+ */
+export interface KafkaTopicSettings {
+  /** The most members of one group that consume at once; fixed once created (more would move keys). */
+  readonly partitions: number;
+  readonly replicationFactor: number;
+  /** How long events are kept (`retention.ms`); -1 keeps them forever. */
+  readonly retentionMs: number;
+  /** Replicas that must have a write before `acks: all` acknowledges it (`min.insync.replicas`). */
+  readonly minInSyncReplicas: number;
+}
+
+/** The `createTopics` entry of a topic with these settings. */
+export function kafkaTopicConfig(
+  topic: string,
+  settings: KafkaTopicSettings,
+): {
+  topic: string;
+  numPartitions: number;
+  replicationFactor: number;
+  configEntries: Array<{ name: string; value: string }>;
+} {
+  return {
+    topic,
+    numPartitions: settings.partitions,
+    replicationFactor: settings.replicationFactor,
+    configEntries: [
+      { name: 'cleanup.policy', value: 'delete' },
+      { name: 'retention.ms', value: String(settings.retentionMs) },
+      { name: 'min.insync.replicas', value: String(settings.minInSyncReplicas) },
+    ],
+  };
 }
 
 /** Parses `KAFKA_BROKERS`-style text: comma-separated `host:port` entries. */

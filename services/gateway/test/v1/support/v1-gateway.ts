@@ -1,5 +1,13 @@
 import type { AddressInfo } from 'node:net';
-import { type EventBus, keyEventsTopic, type Logger, serviceClientOptions, type Store } from '@svc/platform';
+import {
+  type EventBus,
+  keyEventsTopic,
+  type Logger,
+  serviceClientOptions,
+  ServiceIdentity,
+  type Store,
+} from '@svc/platform';
+import { TEST_SERVICE_TOKEN_SETTINGS } from '@svc/platform/testing';
 import { closeClient, createClient } from '@svc/proto';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
 import { loadGatewayConfig } from '../../../src/config.js';
@@ -49,12 +57,17 @@ export async function startV1Gateway(options: V1GatewayOptions): Promise<V1Gatew
     TRUST_PROXY: 'loopback',
     // Counted refusals show in listings within a test's patience.
     V1_LIMIT_HIT_FLUSH_INTERVAL: '100ms',
+    ...TEST_SERVICE_TOKEN_SETTINGS,
     ...options.env,
   });
   const client = createClient(
     KeyService,
     options.keyServiceAddress,
-    serviceClientOptions({ defaultUnaryTimeoutMs: config.KEY_SERVICE_TIMEOUT }),
+    serviceClientOptions({
+      identity: new ServiceIdentity('gateway', config.SERVICE_TOKEN_SECRET),
+      audience: 'key-service',
+      defaultUnaryTimeoutMs: config.KEY_SERVICE_TIMEOUT,
+    }),
   );
   const keyServiceCalls = new Map<string, number>();
   const keyService = countingClient(client, keyServiceCalls);

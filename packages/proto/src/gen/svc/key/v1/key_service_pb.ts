@@ -21,7 +21,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file svc/key/v1/key_service.proto.
  */
 export const file_svc_key_v1_key_service: GenFile = /*@__PURE__*/
-  fileDesc("ChxzdmMva2V5L3YxL2tleV9zZXJ2aWNlLnByb3RvEgpzdmMua2V5LnYxIkEKFkNyZWF0ZUNoYWxsZW5nZVJlcXVlc3QSJwoHYWRkcmVzcxgBIAEoCzIWLnN2Yy5jb21tb24udjEuQWRkcmVzcyJpChdDcmVhdGVDaGFsbGVuZ2VSZXNwb25zZRINCgVub25jZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEi4KCmV4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjkKE1ZlcmlmeVNpZ25JblJlcXVlc3QSDwoHbWVzc2FnZRgBIAEoCRIRCglzaWduYXR1cmUYAiABKAkifgoUVmVyaWZ5U2lnbkluUmVzcG9uc2USDQoFdG9rZW4YASABKAkSLgoKZXhwaXJlc19hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJwoHYWRkcmVzcxgDIAEoCzIWLnN2Yy5jb21tb24udjEuQWRkcmVzcyIpChhBdXRoZW50aWNhdGVUb2tlblJlcXVlc3QSDQoFdG9rZW4YASABKAkicwoZQXV0aGVudGljYXRlVG9rZW5SZXNwb25zZRImCgZ3YWxsZXQYASABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSLgoKZXhwaXJlc19hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiEAoOR2V0Sndrc1JlcXVlc3QiJAoPR2V0Sndrc1Jlc3BvbnNlEhEKCWp3a3NfanNvbhgBIAEoCSJ/Cg5NaW50S2V5UmVxdWVzdBImCgZ3YWxsZXQYASABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSEQoEbmFtZRgCIAEoCUgAiAEBEikKDXNwZW5kX2NhcF93ZWkYAyABKAsyEi5zdmMuY29tbW9uLnYxLldlaUIHCgVfbmFtZSJICg9NaW50S2V5UmVzcG9uc2USIwoHYXBpX2tleRgBIAEoCzISLnN2Yy5rZXkudjEuQXBpS2V5EhAKCGZ1bGxfa2V5GAIgASgJIjkKD0xpc3RLZXlzUmVxdWVzdBImCgZ3YWxsZXQYASABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MiOAoQTGlzdEtleXNSZXNwb25zZRIkCghhcGlfa2V5cxgBIAMoCzISLnN2Yy5rZXkudjEuQXBpS2V5Iq0BChVVcGRhdGVTcGVuZENhcFJlcXVlc3QSJgoGd2FsbGV0GAEgASgLMhYuc3ZjLmNvbW1vbi52MS5BZGRyZXNzEg4KBmtleV9pZBgCIAEoCRIlCgdjYXBfd2VpGAMgASgLMhIuc3ZjLmNvbW1vbi52MS5XZWlIABIoCgZub19jYXAYBCABKAsyFi5nb29nbGUucHJvdG9idWYuRW1wdHlIAEILCglzcGVuZF9jYXAiPQoWVXBkYXRlU3BlbmRDYXBSZXNwb25zZRIjCgdhcGlfa2V5GAEgASgLMhIuc3ZjLmtleS52MS5BcGlLZXkiSgoQUmV2b2tlS2V5UmVxdWVzdBImCgZ3YWxsZXQYASABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSDgoGa2V5X2lkGAIgASgJIhMKEVJldm9rZUtleVJlc3BvbnNlIkoKEERlbGV0ZUtleVJlcXVlc3QSJgoGd2FsbGV0GAEgASgLMhYuc3ZjLmNvbW1vbi52MS5BZGRyZXNzEg4KBmtleV9pZBgCIAEoCSITChFEZWxldGVLZXlSZXNwb25zZSIqChFSZXNvbHZlS2V5UmVxdWVzdBIVCg1wcmVzZW50ZWRfa2V5GAEgASgJIq8BChJSZXNvbHZlS2V5UmVzcG9uc2USDgoGa2V5X2lkGAEgASgJEg4KBnByZWZpeBgCIAEoCRImCgZ3YWxsZXQYAyABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSJgoFc3RhdGUYBCABKA4yFy5zdmMua2V5LnYxLkFwaUtleVN0YXRlEikKDXNwZW5kX2NhcF93ZWkYBSABKAsyEi5zdmMuY29tbW9uLnYxLldlaSKJAQoTUmVzZXJ2ZVNwZW5kUmVxdWVzdBIOCgZrZXlfaWQYASABKAkSJgoKYW1vdW50X3dlaRgCIAEoCzISLnN2Yy5jb21tb24udjEuV2VpEiYKA3R0bBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhISCgpyZXF1ZXN0X2lkGAQgASgJIoMBChRSZXNlcnZlU3BlbmRSZXNwb25zZRIwCghyZXNlcnZlZBgBIAEoCzIcLnN2Yy5rZXkudjEuU3BlbmRSZXNlcnZhdGlvbkgAEi4KB3JlZnVzZWQYAiABKAsyGy5zdmMua2V5LnYxLlNwZW5kQ2FwUmVmdXNhbEgAQgkKB291dGNvbWUiVQoSQ29tbWl0U3BlbmRSZXF1ZXN0EhYKDnJlc2VydmF0aW9uX2lkGAEgASgJEicKC2NoYXJnZWRfd2VpGAIgASgLMhIuc3ZjLmNvbW1vbi52MS5XZWkiRwoTQ29tbWl0U3BlbmRSZXNwb25zZRIwCgVzdGF0ZRgBIAEoDjIhLnN2Yy5rZXkudjEuU3BlbmRSZXNlcnZhdGlvblN0YXRlIi0KE1JlbGVhc2VTcGVuZFJlcXVlc3QSFgoOcmVzZXJ2YXRpb25faWQYASABKAkiSAoUUmVsZWFzZVNwZW5kUmVzcG9uc2USMAoFc3RhdGUYASABKA4yIS5zdmMua2V5LnYxLlNwZW5kUmVzZXJ2YXRpb25TdGF0ZSJgChVSZWNvcmRMaW1pdEhpdFJlcXVlc3QSDgoGa2V5X2lkGAEgASgJEiMKBGtpbmQYAiABKA4yFS5zdmMua2V5LnYxLkxpbWl0S2luZBISCgpyZXF1ZXN0X2lkGAMgASgJIhgKFlJlY29yZExpbWl0SGl0UmVzcG9uc2UiUwoWUmVjb3JkTGltaXRIaXRzUmVxdWVzdBIQCghiYXRjaF9pZBgBIAEoCRInCgRoaXRzGAIgAygLMhkuc3ZjLmtleS52MS5MaW1pdEhpdENvdW50IlMKDUxpbWl0SGl0Q291bnQSDgoGa2V5X2lkGAEgASgJEiMKBGtpbmQYAiABKA4yFS5zdmMua2V5LnYxLkxpbWl0S2luZBINCgVjb3VudBgDIAEoBCIZChdSZWNvcmRMaW1pdEhpdHNSZXNwb25zZTLRCQoKS2V5U2VydmljZRJaCg9DcmVhdGVDaGFsbGVuZ2USIi5zdmMua2V5LnYxLkNyZWF0ZUNoYWxsZW5nZVJlcXVlc3QaIy5zdmMua2V5LnYxLkNyZWF0ZUNoYWxsZW5nZVJlc3BvbnNlElEKDFZlcmlmeVNpZ25JbhIfLnN2Yy5rZXkudjEuVmVyaWZ5U2lnbkluUmVxdWVzdBogLnN2Yy5rZXkudjEuVmVyaWZ5U2lnbkluUmVzcG9uc2USYAoRQXV0aGVudGljYXRlVG9rZW4SJC5zdmMua2V5LnYxLkF1dGhlbnRpY2F0ZVRva2VuUmVxdWVzdBolLnN2Yy5rZXkudjEuQXV0aGVudGljYXRlVG9rZW5SZXNwb25zZRJCCgdHZXRKd2tzEhouc3ZjLmtleS52MS5HZXRKd2tzUmVxdWVzdBobLnN2Yy5rZXkudjEuR2V0Sndrc1Jlc3BvbnNlEkIKB01pbnRLZXkSGi5zdmMua2V5LnYxLk1pbnRLZXlSZXF1ZXN0Ghsuc3ZjLmtleS52MS5NaW50S2V5UmVzcG9uc2USRQoITGlzdEtleXMSGy5zdmMua2V5LnYxLkxpc3RLZXlzUmVxdWVzdBocLnN2Yy5rZXkudjEuTGlzdEtleXNSZXNwb25zZRJXCg5VcGRhdGVTcGVuZENhcBIhLnN2Yy5rZXkudjEuVXBkYXRlU3BlbmRDYXBSZXF1ZXN0GiIuc3ZjLmtleS52MS5VcGRhdGVTcGVuZENhcFJlc3BvbnNlEkgKCVJldm9rZUtleRIcLnN2Yy5rZXkudjEuUmV2b2tlS2V5UmVxdWVzdBodLnN2Yy5rZXkudjEuUmV2b2tlS2V5UmVzcG9uc2USSAoJRGVsZXRlS2V5Ehwuc3ZjLmtleS52MS5EZWxldGVLZXlSZXF1ZXN0Gh0uc3ZjLmtleS52MS5EZWxldGVLZXlSZXNwb25zZRJLCgpSZXNvbHZlS2V5Eh0uc3ZjLmtleS52MS5SZXNvbHZlS2V5UmVxdWVzdBoeLnN2Yy5rZXkudjEuUmVzb2x2ZUtleVJlc3BvbnNlElEKDFJlc2VydmVTcGVuZBIfLnN2Yy5rZXkudjEuUmVzZXJ2ZVNwZW5kUmVxdWVzdBogLnN2Yy5rZXkudjEuUmVzZXJ2ZVNwZW5kUmVzcG9uc2USTgoLQ29tbWl0U3BlbmQSHi5zdmMua2V5LnYxLkNvbW1pdFNwZW5kUmVxdWVzdBofLnN2Yy5rZXkudjEuQ29tbWl0U3BlbmRSZXNwb25zZRJRCgxSZWxlYXNlU3BlbmQSHy5zdmMua2V5LnYxLlJlbGVhc2VTcGVuZFJlcXVlc3QaIC5zdmMua2V5LnYxLlJlbGVhc2VTcGVuZFJlc3BvbnNlElcKDlJlY29yZExpbWl0SGl0EiEuc3ZjLmtleS52MS5SZWNvcmRMaW1pdEhpdFJlcXVlc3QaIi5zdmMua2V5LnYxLlJlY29yZExpbWl0SGl0UmVzcG9uc2USWgoPUmVjb3JkTGltaXRIaXRzEiIuc3ZjLmtleS52MS5SZWNvcmRMaW1pdEhpdHNSZXF1ZXN0GiMuc3ZjLmtleS52MS5SZWNvcmRMaW1pdEhpdHNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_empty, file_google_protobuf_timestamp, file_svc_common_v1_chain, file_svc_key_v1_api_key, file_svc_key_v1_spend_reservation]);
+  fileDesc("ChxzdmMva2V5L3YxL2tleV9zZXJ2aWNlLnByb3RvEgpzdmMua2V5LnYxIkEKFkNyZWF0ZUNoYWxsZW5nZVJlcXVlc3QSJwoHYWRkcmVzcxgBIAEoCzIWLnN2Yy5jb21tb24udjEuQWRkcmVzcyJpChdDcmVhdGVDaGFsbGVuZ2VSZXNwb25zZRINCgVub25jZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEi4KCmV4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjkKE1ZlcmlmeVNpZ25JblJlcXVlc3QSDwoHbWVzc2FnZRgBIAEoCRIRCglzaWduYXR1cmUYAiABKAkifgoUVmVyaWZ5U2lnbkluUmVzcG9uc2USDQoFdG9rZW4YASABKAkSLgoKZXhwaXJlc19hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJwoHYWRkcmVzcxgDIAEoCzIWLnN2Yy5jb21tb24udjEuQWRkcmVzcyIpChhBdXRoZW50aWNhdGVUb2tlblJlcXVlc3QSDQoFdG9rZW4YASABKAkicwoZQXV0aGVudGljYXRlVG9rZW5SZXNwb25zZRImCgZ3YWxsZXQYASABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSLgoKZXhwaXJlc19hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiEAoOR2V0Sndrc1JlcXVlc3QiJAoPR2V0Sndrc1Jlc3BvbnNlEhEKCWp3a3NfanNvbhgBIAEoCSJ8Cg5NaW50S2V5UmVxdWVzdBIVCg1zaWduX2luX3Rva2VuGAQgASgJEhEKBG5hbWUYAiABKAlIAIgBARIpCg1zcGVuZF9jYXBfd2VpGAMgASgLMhIuc3ZjLmNvbW1vbi52MS5XZWlCBwoFX25hbWVKBAgBEAJSBndhbGxldCJICg9NaW50S2V5UmVzcG9uc2USIwoHYXBpX2tleRgBIAEoCzISLnN2Yy5rZXkudjEuQXBpS2V5EhAKCGZ1bGxfa2V5GAIgASgJIjYKD0xpc3RLZXlzUmVxdWVzdBIVCg1zaWduX2luX3Rva2VuGAIgASgJSgQIARACUgZ3YWxsZXQiOAoQTGlzdEtleXNSZXNwb25zZRIkCghhcGlfa2V5cxgBIAMoCzISLnN2Yy5rZXkudjEuQXBpS2V5IqoBChVVcGRhdGVTcGVuZENhcFJlcXVlc3QSFQoNc2lnbl9pbl90b2tlbhgFIAEoCRIOCgZrZXlfaWQYAiABKAkSJQoHY2FwX3dlaRgDIAEoCzISLnN2Yy5jb21tb24udjEuV2VpSAASKAoGbm9fY2FwGAQgASgLMhYuZ29vZ2xlLnByb3RvYnVmLkVtcHR5SABCCwoJc3BlbmRfY2FwSgQIARACUgZ3YWxsZXQiPQoWVXBkYXRlU3BlbmRDYXBSZXNwb25zZRIjCgdhcGlfa2V5GAEgASgLMhIuc3ZjLmtleS52MS5BcGlLZXkiRwoQUmV2b2tlS2V5UmVxdWVzdBIVCg1zaWduX2luX3Rva2VuGAMgASgJEg4KBmtleV9pZBgCIAEoCUoECAEQAlIGd2FsbGV0IhMKEVJldm9rZUtleVJlc3BvbnNlIkcKEERlbGV0ZUtleVJlcXVlc3QSFQoNc2lnbl9pbl90b2tlbhgDIAEoCRIOCgZrZXlfaWQYAiABKAlKBAgBEAJSBndhbGxldCITChFEZWxldGVLZXlSZXNwb25zZSIqChFSZXNvbHZlS2V5UmVxdWVzdBIVCg1wcmVzZW50ZWRfa2V5GAEgASgJIq8BChJSZXNvbHZlS2V5UmVzcG9uc2USDgoGa2V5X2lkGAEgASgJEg4KBnByZWZpeBgCIAEoCRImCgZ3YWxsZXQYAyABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSJgoFc3RhdGUYBCABKA4yFy5zdmMua2V5LnYxLkFwaUtleVN0YXRlEikKDXNwZW5kX2NhcF93ZWkYBSABKAsyEi5zdmMuY29tbW9uLnYxLldlaSKJAQoTUmVzZXJ2ZVNwZW5kUmVxdWVzdBIOCgZrZXlfaWQYASABKAkSJgoKYW1vdW50X3dlaRgCIAEoCzISLnN2Yy5jb21tb24udjEuV2VpEiYKA3R0bBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhISCgpyZXF1ZXN0X2lkGAQgASgJIoMBChRSZXNlcnZlU3BlbmRSZXNwb25zZRIwCghyZXNlcnZlZBgBIAEoCzIcLnN2Yy5rZXkudjEuU3BlbmRSZXNlcnZhdGlvbkgAEi4KB3JlZnVzZWQYAiABKAsyGy5zdmMua2V5LnYxLlNwZW5kQ2FwUmVmdXNhbEgAQgkKB291dGNvbWUiVQoSQ29tbWl0U3BlbmRSZXF1ZXN0EhYKDnJlc2VydmF0aW9uX2lkGAEgASgJEicKC2NoYXJnZWRfd2VpGAIgASgLMhIuc3ZjLmNvbW1vbi52MS5XZWkiRwoTQ29tbWl0U3BlbmRSZXNwb25zZRIwCgVzdGF0ZRgBIAEoDjIhLnN2Yy5rZXkudjEuU3BlbmRSZXNlcnZhdGlvblN0YXRlIi0KE1JlbGVhc2VTcGVuZFJlcXVlc3QSFgoOcmVzZXJ2YXRpb25faWQYASABKAkiSAoUUmVsZWFzZVNwZW5kUmVzcG9uc2USMAoFc3RhdGUYASABKA4yIS5zdmMua2V5LnYxLlNwZW5kUmVzZXJ2YXRpb25TdGF0ZSJgChVSZWNvcmRMaW1pdEhpdFJlcXVlc3QSDgoGa2V5X2lkGAEgASgJEiMKBGtpbmQYAiABKA4yFS5zdmMua2V5LnYxLkxpbWl0S2luZBISCgpyZXF1ZXN0X2lkGAMgASgJIhgKFlJlY29yZExpbWl0SGl0UmVzcG9uc2UiUwoWUmVjb3JkTGltaXRIaXRzUmVxdWVzdBIQCghiYXRjaF9pZBgBIAEoCRInCgRoaXRzGAIgAygLMhkuc3ZjLmtleS52MS5MaW1pdEhpdENvdW50IlMKDUxpbWl0SGl0Q291bnQSDgoGa2V5X2lkGAEgASgJEiMKBGtpbmQYAiABKA4yFS5zdmMua2V5LnYxLkxpbWl0S2luZBINCgVjb3VudBgDIAEoBCIZChdSZWNvcmRMaW1pdEhpdHNSZXNwb25zZTLRCQoKS2V5U2VydmljZRJaCg9DcmVhdGVDaGFsbGVuZ2USIi5zdmMua2V5LnYxLkNyZWF0ZUNoYWxsZW5nZVJlcXVlc3QaIy5zdmMua2V5LnYxLkNyZWF0ZUNoYWxsZW5nZVJlc3BvbnNlElEKDFZlcmlmeVNpZ25JbhIfLnN2Yy5rZXkudjEuVmVyaWZ5U2lnbkluUmVxdWVzdBogLnN2Yy5rZXkudjEuVmVyaWZ5U2lnbkluUmVzcG9uc2USYAoRQXV0aGVudGljYXRlVG9rZW4SJC5zdmMua2V5LnYxLkF1dGhlbnRpY2F0ZVRva2VuUmVxdWVzdBolLnN2Yy5rZXkudjEuQXV0aGVudGljYXRlVG9rZW5SZXNwb25zZRJCCgdHZXRKd2tzEhouc3ZjLmtleS52MS5HZXRKd2tzUmVxdWVzdBobLnN2Yy5rZXkudjEuR2V0Sndrc1Jlc3BvbnNlEkIKB01pbnRLZXkSGi5zdmMua2V5LnYxLk1pbnRLZXlSZXF1ZXN0Ghsuc3ZjLmtleS52MS5NaW50S2V5UmVzcG9uc2USRQoITGlzdEtleXMSGy5zdmMua2V5LnYxLkxpc3RLZXlzUmVxdWVzdBocLnN2Yy5rZXkudjEuTGlzdEtleXNSZXNwb25zZRJXCg5VcGRhdGVTcGVuZENhcBIhLnN2Yy5rZXkudjEuVXBkYXRlU3BlbmRDYXBSZXF1ZXN0GiIuc3ZjLmtleS52MS5VcGRhdGVTcGVuZENhcFJlc3BvbnNlEkgKCVJldm9rZUtleRIcLnN2Yy5rZXkudjEuUmV2b2tlS2V5UmVxdWVzdBodLnN2Yy5rZXkudjEuUmV2b2tlS2V5UmVzcG9uc2USSAoJRGVsZXRlS2V5Ehwuc3ZjLmtleS52MS5EZWxldGVLZXlSZXF1ZXN0Gh0uc3ZjLmtleS52MS5EZWxldGVLZXlSZXNwb25zZRJLCgpSZXNvbHZlS2V5Eh0uc3ZjLmtleS52MS5SZXNvbHZlS2V5UmVxdWVzdBoeLnN2Yy5rZXkudjEuUmVzb2x2ZUtleVJlc3BvbnNlElEKDFJlc2VydmVTcGVuZBIfLnN2Yy5rZXkudjEuUmVzZXJ2ZVNwZW5kUmVxdWVzdBogLnN2Yy5rZXkudjEuUmVzZXJ2ZVNwZW5kUmVzcG9uc2USTgoLQ29tbWl0U3BlbmQSHi5zdmMua2V5LnYxLkNvbW1pdFNwZW5kUmVxdWVzdBofLnN2Yy5rZXkudjEuQ29tbWl0U3BlbmRSZXNwb25zZRJRCgxSZWxlYXNlU3BlbmQSHy5zdmMua2V5LnYxLlJlbGVhc2VTcGVuZFJlcXVlc3QaIC5zdmMua2V5LnYxLlJlbGVhc2VTcGVuZFJlc3BvbnNlElcKDlJlY29yZExpbWl0SGl0EiEuc3ZjLmtleS52MS5SZWNvcmRMaW1pdEhpdFJlcXVlc3QaIi5zdmMua2V5LnYxLlJlY29yZExpbWl0SGl0UmVzcG9uc2USWgoPUmVjb3JkTGltaXRIaXRzEiIuc3ZjLmtleS52MS5SZWNvcmRMaW1pdEhpdHNSZXF1ZXN0GiMuc3ZjLmtleS52MS5SZWNvcmRMaW1pdEhpdHNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_empty, file_google_protobuf_timestamp, file_svc_common_v1_chain, file_svc_key_v1_api_key, file_svc_key_v1_spend_reservation]);
 
 /**
  * Asks for a sign-in challenge for a wallet.
@@ -234,11 +234,12 @@ export const GetJwksResponseSchema: GenMessage<GetJwksResponse> = /*@__PURE__*/
  */
 export type MintKeyRequest = Message<"svc.key.v1.MintKeyRequest"> & {
   /**
-   * The signed-in wallet that will own the key.
+   * The caller's sign-in token (the JWT of `VerifySignIn`); the key-service verifies it and mints for the
+   * wallet it names.
    *
-   * @generated from field: svc.common.v1.Address wallet = 1;
+   * @generated from field: string sign_in_token = 4;
    */
-  wallet?: Address | undefined;
+  signInToken: string;
 
   /**
    * The key's label, up to 64 characters; absent for none.
@@ -297,11 +298,11 @@ export const MintKeyResponseSchema: GenMessage<MintKeyResponse> = /*@__PURE__*/
  */
 export type ListKeysRequest = Message<"svc.key.v1.ListKeysRequest"> & {
   /**
-   * The signed-in wallet.
+   * The caller's sign-in token; the key-service verifies it and lists the keys of the wallet it names.
    *
-   * @generated from field: svc.common.v1.Address wallet = 1;
+   * @generated from field: string sign_in_token = 2;
    */
-  wallet?: Address | undefined;
+  signInToken: string;
 };
 
 /**
@@ -339,11 +340,11 @@ export const ListKeysResponseSchema: GenMessage<ListKeysResponse> = /*@__PURE__*
  */
 export type UpdateSpendCapRequest = Message<"svc.key.v1.UpdateSpendCapRequest"> & {
   /**
-   * The signed-in wallet; only its own keys can be changed.
+   * The caller's sign-in token; only keys of the wallet it names can be changed.
    *
-   * @generated from field: svc.common.v1.Address wallet = 1;
+   * @generated from field: string sign_in_token = 5;
    */
-  wallet?: Address | undefined;
+  signInToken: string;
 
   /**
    * The key to change.
@@ -411,11 +412,11 @@ export const UpdateSpendCapResponseSchema: GenMessage<UpdateSpendCapResponse> = 
  */
 export type RevokeKeyRequest = Message<"svc.key.v1.RevokeKeyRequest"> & {
   /**
-   * The signed-in wallet; only its own keys can be revoked.
+   * The caller's sign-in token; only keys of the wallet it names can be revoked.
    *
-   * @generated from field: svc.common.v1.Address wallet = 1;
+   * @generated from field: string sign_in_token = 3;
    */
-  wallet?: Address | undefined;
+  signInToken: string;
 
   /**
    * The key to revoke.
@@ -454,11 +455,11 @@ export const RevokeKeyResponseSchema: GenMessage<RevokeKeyResponse> = /*@__PURE_
  */
 export type DeleteKeyRequest = Message<"svc.key.v1.DeleteKeyRequest"> & {
   /**
-   * The signed-in wallet; only its own keys can be deleted.
+   * The caller's sign-in token; only keys of the wallet it names can be deleted.
    *
-   * @generated from field: svc.common.v1.Address wallet = 1;
+   * @generated from field: string sign_in_token = 3;
    */
-  wallet?: Address | undefined;
+  signInToken: string;
 
   /**
    * The key to delete.
@@ -862,7 +863,10 @@ export const RecordLimitHitsResponseSchema: GenMessage<RecordLimitHitsResponse> 
  * Sign-in, key management and spend control. Failures are gRPC status errors whose `x-error-code` metadata
  * names the catalogue error; each method lists its errors by their public code (INVALID_ARGUMENT
  * `invalid_request`, UNAUTHENTICATED `unauthorized` or `invalid_api_key`, NOT_FOUND `api_key_not_found`,
- * FAILED_PRECONDITION for the 409s).
+ * FAILED_PRECONDITION for the 409s). Key management (`MintKey`, `ListKeys`, `UpdateSpendCap`, `RevokeKey`,
+ * `DeleteKey`) acts for the wallet the request's `sign_in_token` proves, verified here as `AuthenticateToken`
+ * verifies it (signature, key, expiry, issuer, audience), never for a wallet the caller names: reaching this
+ * port is not enough to act for a wallet. A missing, invalid or expired token is `unauthorized`.
  *
  * @generated from service svc.key.v1.KeyService
  */
@@ -912,7 +916,8 @@ export const KeyService: GenService<{
   },
   /**
    * Mints a key for a wallet and returns it in full, the only time it is ever shown (`POST /api/api-keys`).
-   * Errors: `invalid_request` (name too long, cap not a decimal); `api_key_limit` at 25 active keys.
+   * Errors: `unauthorized`; `invalid_request` (name too long, cap not a decimal); `api_key_limit` at 25
+   * active keys.
    *
    * @generated from rpc svc.key.v1.KeyService.MintKey
    */
@@ -923,6 +928,7 @@ export const KeyService: GenService<{
   },
   /**
    * Lists every key of a wallet, revoked ones included, newest first (`GET /api/api-keys`).
+   * Errors: `unauthorized`.
    *
    * @generated from rpc svc.key.v1.KeyService.ListKeys
    */
@@ -933,7 +939,8 @@ export const KeyService: GenService<{
   },
   /**
    * Sets or removes a key's lifetime spend cap (`PATCH /api/api-keys/{id}`).
-   * Errors: `invalid_request`; `api_key_not_found` (unknown or another wallet's); `api_key_revoked`.
+   * Errors: `unauthorized`; `invalid_request`; `api_key_not_found` (unknown or another wallet's);
+   * `api_key_revoked`.
    *
    * @generated from rpc svc.key.v1.KeyService.UpdateSpendCap
    */
@@ -944,7 +951,7 @@ export const KeyService: GenService<{
   },
   /**
    * Revokes a key; it stops working on `/v1` before this returns (`POST /api/api-keys/{id}/revoke`).
-   * Revoking a revoked key succeeds and changes nothing. Errors: `api_key_not_found`.
+   * Revoking a revoked key succeeds and changes nothing. Errors: `unauthorized`; `api_key_not_found`.
    *
    * @generated from rpc svc.key.v1.KeyService.RevokeKey
    */
@@ -955,7 +962,7 @@ export const KeyService: GenService<{
   },
   /**
    * Deletes a revoked key from the listing (`DELETE /api/api-keys/{id}`).
-   * Errors: `api_key_not_found`; `api_key_active` for a key not yet revoked.
+   * Errors: `unauthorized`; `api_key_not_found`; `api_key_active` for a key not yet revoked.
    *
    * @generated from rpc svc.key.v1.KeyService.DeleteKey
    */

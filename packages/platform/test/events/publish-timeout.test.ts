@@ -1,0 +1,141 @@
+import { createServer, type AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, describe, expect, it } from '@jest/globals';
+import kafkajs from 'kafkajs';
+import {
+  EmbeddedEventBus,
+  KafkaEventBus,
+  PublishTimeoutError,
+  type EventBus,
+} from '../../src/events/index.js';
+import { FakeKafka } from './fake-kafka.js';
+import { sampleEvent, sampleTopic } from './fixtures.js';
+
+// publish and publishBatch give up after the publish timeout with a typed error instead of waiting on
+// an unreachable broker for as long as kafkajs keeps retrying.
+
+const { Kafka, logLevel } = kafkajs;
+
+const topic = sampleTopic('publish-timeout', 'fixed');
+const event = (seq: number) => sampleEvent({ eventId: `evt-${seq}`, key: 'k', seq });
+
+/** A local port nothing listens on: bound once for a free number, then closed. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+async function rejectionOf(work: Promise<unknown>): Promise<{ error: unknown; ms: number }> {
+  const started = Date.now();
+  try {
+    await work;
+  } catch (error) {
+    return { error, ms: Date.now() - started };
+  }
+  throw new Error('expected a rejection');
+}
+
+describe('publish timeout', () => {
+  let bus: EventBus | undefined;
+
+  afterEach(async () => {
+    await bus?.close();
+    bus = undefined;
+  });
+
+  it('a real kafkajs client pointed at a closed port rejects with PublishTimeoutError, and closes promptly', async () => {
+    // kafkajs retries a refused connection, and nothing stops those retries; a short retry budget (still
+    // longer than the publish timeout) keeps them from outliving the test.
+    const client = new Kafka({
+      clientId: 'publish-timeout-test',
+      brokers: [`127.0.0.1:${await closedPort()}`],
+      connectionTimeout: 100,
+      retry: { initialRetryTime: 300, retries: 2 },
+      logLevel: logLevel.NOTHING,
+    });
+    const kafka = new KafkaEventBus({
+      brokers: [],
+      clientId: 'publish-timeout-test',
+      client,
+      publishTimeoutMs: 300,
+    });
+    bus = kafka;
+
+    // Together: both wait on the one connection kafkajs is retrying (about 0.9 s before it gives up).
+    const [single, batch] = await Promise.all([
+      rejectionOf(kafka.publish(topic, event(1))),
+      rejectionOf(kafka.publishBatch(topic, [{ message: event(2) }, { message: event(3) }])),
+    ]);
+
+    expect(single.error).toBeInstanceOf(PublishTimeoutError);
+    expect(single.error).toMatchObject({ topic: topic.name, timeoutMs: 300, events: 1 });
+    expect((single.error as Error).message).toBe(
+      `${topic.name}: the broker did not acknowledge the event within 300 ms`,
+    );
+    expect(single.ms).toBeGreaterThanOrEqual(290);
+    expect(single.ms).toBeLessThan(2_000);
+    expect(batch.error).toMatchObject({ name: 'PublishTimeoutError', events: 2 });
+    expect(batch.ms).toBeLessThan(2_000);
+
+    const closing = Date.now();
+    await kafka.close();
+    expect(Date.now() - closing).toBeLessThan(2_000);
+    await sleep(1_500); // kafkajs gives up its connection attempts meanwhile
+  }, 15_000);
+
+  it('rejects a send the broker never answers, and close does not wait for it', async () => {
+    const fake = new FakeKafka();
+    const kafka = new KafkaEventBus({
+      brokers: ['kafka:9092'],
+      clientId: 'test',
+      client: fake,
+      publishTimeoutMs: 50,
+    });
+    bus = kafka;
+    fake.producers[0]!.hangSends = true;
+
+    const { error, ms } = await rejectionOf(kafka.publish(topic, event(1)));
+
+    expect(error).toBeInstanceOf(PublishTimeoutError);
+    expect(ms).toBeGreaterThanOrEqual(40);
+    const closing = Date.now();
+    await kafka.close();
+    expect(Date.now() - closing).toBeLessThan(200);
+    expect(fake.producers[0]!.disconnects).toBe(1);
+  });
+
+  it('refuses a publish timeout that is not a positive integer', () => {
+    expect(
+      () =>
+        new KafkaEventBus({ brokers: ['k:1'], clientId: 't', client: new FakeKafka(), publishTimeoutMs: 0 }),
+    ).toThrow(RangeError);
+    expect(() => new EmbeddedEventBus({ publishTimeoutMs: 1.5 })).toThrow(RangeError);
+  });
+
+  describe('the embedded bus, during a simulated broker outage', () => {
+    it('holds publishes, rejects them with PublishTimeoutError after the timeout, publishing nothing', async () => {
+      const embedded = new EmbeddedEventBus({ publishTimeoutMs: 50 });
+      bus = embedded;
+      const seen: string[] = [];
+      await embedded.subscribe(topic, { group: 'g', handler: async (e) => void seen.push(e.eventId) });
+
+      embedded.simulateBrokerOutage(true);
+      const { error, ms } = await rejectionOf(embedded.publish(topic, event(1)));
+      expect(error).toBeInstanceOf(PublishTimeoutError);
+      expect(ms).toBeGreaterThanOrEqual(40);
+
+      // A publish waiting when the outage ends goes through.
+      const waiting = embedded.publish(topic, event(2));
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      embedded.simulateBrokerOutage(false);
+      await waiting;
+      await embedded.publish(topic, event(3));
+
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(seen).toEqual(['evt-2', 'evt-3']);
+    });
+  });
+});
