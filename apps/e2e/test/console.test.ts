@@ -54,12 +54,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
   provider?.destroy();
-  if (stack) {
-    const stopped = stack.stop();
-    const timer = setTimeout(() => stack?.kill(), 20_000);
-    await stopped;
-    clearTimeout(timer);
-  }
+  await stack?.stopWithin(20_000);
   rmSync(stateDir, { recursive: true, force: true });
 }, 40_000);
 

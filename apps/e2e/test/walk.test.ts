@@ -47,12 +47,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  if (stack) {
-    const stopped = stack.stop();
-    const timer = setTimeout(() => stack?.kill(), 20_000);
-    await stopped;
-    clearTimeout(timer);
-  }
+  await stack?.stopWithin(20_000);
   rmSync(stateDir, { recursive: true, force: true });
 }, 30_000);
 

@@ -5,6 +5,8 @@ import { serviceApi, type ApiKey, type MintedKey } from '../api/service-api.js';
 import { ConfirmDialog } from './confirm-dialog.js';
 import { ErrorNotice } from './error-notice.js';
 
+const COLUMNS = ['Key', 'Spend cap', 'Spent', 'Limit hits', 'Created', 'Status', 'Actions'];
+
 type Confirmation = { readonly action: 'revoke' | 'delete'; readonly key: ApiKey };
 
 /**
@@ -76,27 +78,11 @@ export function KeysView(props: {
             <caption class="visually-hidden">API keys, newest first</caption>
             <thead role="rowgroup">
               <tr role="row">
-                <th scope="col" role="columnheader">
-                  Key
-                </th>
-                <th scope="col" role="columnheader">
-                  Spend cap
-                </th>
-                <th scope="col" role="columnheader">
-                  Spent
-                </th>
-                <th scope="col" role="columnheader">
-                  Limit hits
-                </th>
-                <th scope="col" role="columnheader">
-                  Created
-                </th>
-                <th scope="col" role="columnheader">
-                  Status
-                </th>
-                <th scope="col" role="columnheader">
-                  Actions
-                </th>
+                {COLUMNS.map((column) => (
+                  <th key={column} scope="col" role="columnheader">
+                    {column}
+                  </th>
+                ))}
               </tr>
             </thead>
             <tbody role="rowgroup">

@@ -111,6 +111,16 @@ export class Stack {
     return exited;
   }
 
+  /** Stops as `stop` does, and kills everything if that takes longer than `graceMs` (test teardown). */
+  async stopWithin(graceMs: number): Promise<void> {
+    const timer = setTimeout(() => this.kill(), graceMs);
+    try {
+      await this.stop();
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   /**
    * Kills the launcher and everything under it at once: the server runs in a process group of its own
    * (so a terminal's Ctrl-C reaches only the launcher), which a signal to the launcher alone would orphan.

@@ -7,6 +7,7 @@ import type {
   EachMessagePayload,
   ITopicConfig,
   KafkaMessage,
+  Message,
   Producer,
   ProducerConfig,
   ProducerRecord,
@@ -16,6 +17,25 @@ import type { EventBusLogger, KafkaClient } from '../../src/events/index.js';
 
 // Just enough of kafkajs's client to drive KafkaEventBus without a broker: it records what the bus
 // asks for and lets a test play the broker's part (deliver records, join the group, crash).
+
+/** The record a consumer is handed for a message a producer sent, at `offset`. */
+export function consumedRecord(
+  sent: Message,
+  offset: number,
+  overrides: Partial<KafkaMessage> = {},
+): KafkaMessage {
+  return {
+    key: Buffer.from(sent.key as string),
+    value: sent.value as Buffer,
+    timestamp: String(Date.now()),
+    attributes: 0,
+    offset: String(offset),
+    headers: Object.fromEntries(
+      Object.entries(sent.headers ?? {}).map(([k, v]) => [k, Buffer.from(v as string)]),
+    ),
+    ...overrides,
+  } as KafkaMessage;
+}
 
 type Listener = (event: { payload: Record<string, unknown> }) => void;
 

@@ -9,7 +9,7 @@ import {
   toKafkaMessage,
   type ReceivedEvent,
 } from '../../src/events/index.js';
-import { capturingLogger, FakeKafka, type LogLine } from './fake-kafka.js';
+import { capturingLogger, consumedRecord, FakeKafka, type LogLine } from './fake-kafka.js';
 import { deferred, readSample, sampleEvent, sampleTopic } from './fixtures.js';
 
 const { KafkaJSError, Partitioners } = kafkajs;
@@ -21,18 +21,7 @@ const topic = sampleTopic('kafka-unit', 'fixed');
 const event = (seq: number) => sampleEvent({ eventId: `evt-${seq}`, key: `reservation-${seq % 2}`, seq });
 
 function consumed(seq: number, overrides: Partial<KafkaMessage> = {}): KafkaMessage {
-  const sent = toKafkaMessage(encodeEvent(topic, event(seq), 'req-1'));
-  return {
-    key: Buffer.from(sent.key as string),
-    value: sent.value as Buffer,
-    timestamp: String(Date.now()),
-    attributes: 0,
-    offset: String(seq),
-    headers: Object.fromEntries(
-      Object.entries(sent.headers ?? {}).map(([k, v]) => [k, Buffer.from(v as string)]),
-    ),
-    ...overrides,
-  } as KafkaMessage;
+  return consumedRecord(toKafkaMessage(encodeEvent(topic, event(seq), 'req-1')), seq, overrides);
 }
 
 describe('KafkaEventBus (kafkajs wiring)', () => {

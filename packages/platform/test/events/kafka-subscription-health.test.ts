@@ -7,7 +7,7 @@ import {
   toKafkaMessage,
   type EventSubscription,
 } from '../../src/events/index.js';
-import { capturingLogger, FakeKafka, type FakeConsumer, type LogLine } from './fake-kafka.js';
+import { capturingLogger, consumedRecord, FakeKafka, type FakeConsumer, type LogLine } from './fake-kafka.js';
 import { sampleEvent, sampleTopic } from './fixtures.js';
 
 const { KafkaJSError } = kafkajs;
@@ -22,16 +22,7 @@ function consumed(seq: number): KafkaMessage {
   const sent = toKafkaMessage(
     encodeEvent(topic, sampleEvent({ eventId: `evt-${seq}`, key: 'k', seq }), undefined),
   );
-  return {
-    key: Buffer.from(sent.key as string),
-    value: sent.value as Buffer,
-    timestamp: String(Date.now()),
-    attributes: 0,
-    offset: String(seq),
-    headers: Object.fromEntries(
-      Object.entries(sent.headers ?? {}).map(([k, v]) => [k, Buffer.from(v as string)]),
-    ),
-  } as KafkaMessage;
+  return consumedRecord(sent, seq);
 }
 
 describe('KafkaEventBus subscription health', () => {
