@@ -187,6 +187,13 @@ describe.each(cases)('$name', ({ input }) => {
     }
   });
 
+  it('gives each gRPC service a headless Service, so its callers balance calls over every replica', () => {
+    for (const target of GRPC_TARGETS.filter((target) => containersByTarget(objects).has(target))) {
+      const spec = find(objects, 'Service', fullName(target)).spec as { clusterIP?: string };
+      expect({ target, clusterIP: spec.clusterIP }).toEqual({ target, clusterIP: 'None' });
+    }
+  });
+
   it('wires the migration Job as a pre-install and pre-upgrade hook, and the key-service not to migrate', () => {
     const job = find(objects, 'Job', fullName('migrations'));
     expect(job.metadata.annotations?.['helm.sh/hook']).toBe('pre-install,pre-upgrade');
@@ -250,6 +257,16 @@ describe('the examples', () => {
       expect(container.image).toMatch(/@sha256:[0-9a-f]{64}$/);
     const ingress = find(objects, 'Ingress', fullName('gateway'));
     expect((ingress.spec as { tls: unknown[] }).tls).toHaveLength(1);
+    // The public routes only: the health routes are for the kubelet, inside the cluster.
+    const [rule] = (
+      ingress.spec as { rules: Array<{ http: { paths: Array<{ path: string; pathType: string }> } }> }
+    ).rules;
+    expect(rule!.http.paths.map(({ path, pathType }) => `${pathType} ${path}`)).toEqual([
+      'Prefix /v1',
+      'Prefix /api',
+      'Prefix /assets',
+      'Exact /',
+    ]);
     expect(objects.filter((object) => object.kind === 'ServiceMonitor')).toHaveLength(1);
     expect(objects.filter((object) => object.kind === 'Secret')).toEqual([]);
     const link = find(objects, 'Service', `${fullName('job-orchestrator')}-link`);

@@ -1,7 +1,9 @@
 {{/*
 A gRPC service of the runner (key-service, job-orchestrator, payment-settler): a Deployment whose one
 container runs `--target <component>` with GRPC_HOST 0.0.0.0, native gRPC health probes (grpc.health.v1),
-its ClusterIP Service, and its autoscaler and disruption budget.
+its headless Service, and its autoscaler and disruption budget. Headless, so that a client's DNS lookup
+returns every ready replica and its round_robin policy spreads calls over them (a ClusterIP would balance
+per connection only: replicas added later would take no calls from clients already connected).
 (dict "root" $ "component" "key-service" "values" .Values.keyService "wired" map)
 */}}
 {{- define "svc.grpcWorkload" -}}
@@ -85,6 +87,7 @@ metadata:
   {{- include "svc.annotations" (dict "root" $root "extra" $c.service.annotations) }}
 spec:
   type: ClusterIP
+  clusterIP: None
   selector:
     {{- include "svc.selectorLabels" $ctx | nindent 4 }}
   ports:

@@ -33,7 +33,17 @@ export interface ServiceClientOptions extends ClientOptions {
   readonly audience: ServiceName;
 }
 
-/** Client options of a call from one service to another: its service token and the current request id. */
+/**
+ * Calls spread over every address the peer's name resolves to (a headless Kubernetes Service lists each
+ * ready replica), not pinned to the first one: gRPC's default `pick_first` sends a client's every call
+ * down one connection, so replicas an autoscaler adds would take no calls from clients already running.
+ */
+export const ROUND_ROBIN_SERVICE_CONFIG = JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] });
+
+/**
+ * Client options of a call from one service to another: its service token, the current request id, and
+ * calls balanced over the peer's replicas.
+ */
 export function serviceClientOptions({
   identity,
   audience,
@@ -42,6 +52,7 @@ export function serviceClientOptions({
   return {
     defaultUnaryTimeoutMs: 10_000,
     ...options,
+    channelOptions: { 'grpc.service_config': ROUND_ROBIN_SERVICE_CONFIG, ...options.channelOptions },
     defaultMetadata: () => ({
       [METADATA.requestId]: currentRequestId(),
       ...options.defaultMetadata?.(),

@@ -25,6 +25,10 @@ export const runtimeConfigShape = {
     doc: "Port of this process's gRPC server; 0 picks a free one (the all-in-one target does when unset).",
     default: 50051,
   }),
+  GRPC_MAX_CONNECTION_AGE: env.durationMs({
+    doc: "How long a client connection to this process's gRPC server lives before the server asks the client to reconnect (a GOAWAY, ±10% jitter; calls in flight finish first, however long). Reconnecting makes clients look the peer's name up again, so replicas an autoscaler added start taking calls; `0` never asks.",
+    default: '5m',
+  }),
 
   DATABASE_URL: env.url({
     doc: 'PostgreSQL connection URL; unset runs an embedded PostgreSQL (PGlite) in the process, its data under STATE_DIR/postgres.',

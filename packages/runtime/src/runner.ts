@@ -151,7 +151,10 @@ export async function runTarget(target: Target, options: RunOptions = {}): Promi
     let grpcAddress: string | undefined;
     if (needs.has('grpc')) {
       // Every module says who may call each service it adds (a service token's callers, or open).
-      const grpc = createServiceGrpcServer(logger, { requireAccess: true });
+      const grpc = createServiceGrpcServer(logger, {
+        requireAccess: true,
+        channelOptions: connectionAgeOptions(runtime.GRPC_MAX_CONNECTION_AGE),
+      });
       const port = await grpc.listen(`${runtime.GRPC_HOST}:${runtime.GRPC_PORT}`, { serving: false });
       closers.push({ name: 'gRPC server', close: () => grpc.shutdown() });
       dependencies.grpc = grpc;
@@ -258,6 +261,14 @@ function buildUnits(
     for (const need of unit.module.needs) granted[need] = dependencies[need];
     return { name, instance: unit.module.build(configs[index] as never, granted as never) };
   });
+}
+
+/**
+ * Server options that retire each client connection after `maxAgeMs` (0: never). No grace period: a
+ * completion stream has no deadline, so the calls on a retired connection run to their end.
+ */
+export function connectionAgeOptions(maxAgeMs: number): Record<string, number> {
+  return maxAgeMs > 0 ? { 'grpc.max_connection_age_ms': maxAgeMs } : {};
 }
 
 function withoutEmpty(env: NodeJS.ProcessEnv): Record<string, string> {
