@@ -17,13 +17,11 @@ async function recordingServer(channelOptions: Record<string, number> = {}, dela
   const handlers = new Proxy(
     {},
     {
-      get:
-        () =>
-        async (_request: unknown, context: { peer: string }) => {
-          peers.push(context.peer);
-          if (delayMs > 0) await sleep(delayMs);
-          return { outcome: { case: 'refused', value: { message: 'recorded' } } };
-        },
+      get: () => async (_request: unknown, context: { peer: string }) => {
+        peers.push(context.peer);
+        if (delayMs > 0) await sleep(delayMs);
+        return { outcome: { case: 'refused', value: { message: 'recorded' } } };
+      },
     },
   ) as ServiceImpl<(typeof PaymentSettler)['method']>;
   const server = createServiceGrpcServer(logger, { channelOptions }).add(PaymentSettler, handlers, {
