@@ -7,6 +7,7 @@ import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestr
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
 import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
 import { parse } from 'yaml';
+import { services } from './support/components.js';
 import {
   chartDir,
   containersByTarget,
@@ -268,9 +269,28 @@ describe('the examples', () => {
       'Exact /',
     ]);
     expect(objects.filter((object) => object.kind === 'ServiceMonitor')).toHaveLength(1);
+    // It scrapes every component whose module exports metrics (the runner's listener), on its metrics port.
+    const [monitor] = objects.filter((object) => object.kind === 'ServiceMonitor');
+    const selector = (monitor!.spec as { selector: { matchLabels: Record<string, string> } }).selector
+      .matchLabels;
+    const scraped = objects
+      .filter((object) => object.kind === 'Service' && matches(selector, object.metadata.labels ?? {}))
+      .map((object) => object.metadata.name);
+    const exporting = services.filter((component) => component.module?.needs.includes('metrics'));
+    expect(exporting.map((component) => component.target).sort()).toEqual(
+      ['gateway', ...GRPC_TARGETS].sort(),
+    );
+    for (const component of exporting) {
+      expect(scraped).toContain(`${fullName(component.target)}-metrics`);
+      const container = containersByTarget(objects).get(component.target)!;
+      expect(Number(envOf(container).get('METRICS_PORT')?.value)).toBe(portOf(container, 'metrics'));
+    }
     expect(objects.filter((object) => object.kind === 'Secret')).toEqual([]);
     const link = find(objects, 'Service', `${fullName('job-orchestrator')}-link`);
     expect((link.spec as { type: string }).type).toBe('LoadBalancer');
+    // The link's listener only, never the gRPC port that serves the JobOrchestrator RPCs.
+    const linkPorts = (link.spec as { ports: Array<{ targetPort: string }> }).ports;
+    expect(linkPorts.map((port) => port.targetPort)).toEqual(['worker-link']);
   });
 
   it.each(exampleFiles.map((file) => basename(file)))(
@@ -327,11 +347,12 @@ describe('NetworkPolicies', () => {
       }
       const values = parse(readFileSync(join(chartDir, 'values.yaml'), 'utf8')) as {
         gateway: { service: { containerPort: number } };
-        jobOrchestrator: { service: { port: number } };
+        jobOrchestrator: { workerLink: { port: number } };
       };
       const expected = [`gateway:${values.gateway.service.containerPort}`];
+      // The worker link's own port: its gRPC port (the JobOrchestrator RPCs) stays inside the release.
       if (input !== undefined && 'valuesFiles' in input)
-        expected.push(`job-orchestrator:${values.jobOrchestrator.service.port}`);
+        expected.push(`job-orchestrator:${values.jobOrchestrator.workerLink.port}`);
       expect([...exposed].sort()).toEqual(expected.sort());
     });
   }

@@ -84,16 +84,17 @@ describe('the settings the chart wires', () => {
     },
   );
 
-  it('points every peer address at the Service of that peer, on its gRPC port', () => {
+  it("points every peer address at the Service of that peer, on the port of the listener it names (gRPC's by default)", () => {
     for (const component of services) {
       const env = envOf(containerOf(objects, component));
       for (const [setting, peer] of Object.entries(component.module?.peers ?? {})) {
+        const { target, listener } = typeof peer === 'string' ? { target: peer, listener: 'grpc' } : peer;
         const address = env.get(setting)?.value ?? '';
         const [host, port] = address.split(':');
-        expect(host).toBe(`svc-${peer}.${NAMESPACE}.svc`);
-        const service = find(objects, 'Service', `svc-${peer}`);
+        expect(host).toBe(`svc-${target}.${NAMESPACE}.svc`);
+        const service = find(objects, 'Service', `svc-${target}`);
         const ports = (service.spec as { ports: Array<{ name: string; port: number }> }).ports;
-        expect(ports).toContainEqual(expect.objectContaining({ name: 'grpc', port: Number(port) }));
+        expect(ports).toContainEqual(expect.objectContaining({ name: listener, port: Number(port) }));
       }
     }
   });

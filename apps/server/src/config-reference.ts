@@ -33,7 +33,7 @@ const services: Array<{ name: string; about: string; shape: ConfigShape }> = [
   {
     name: 'job-orchestrator',
     about:
-      'Runs completions as JobRegistry jobs (gRPC `JobOrchestrator`), serves the worker link (`WorkerLink`) and keeps every submitted job moving to its end. The all-in-one target sends as the devnet’s service signer through its operators.',
+      'Runs completions as JobRegistry jobs (gRPC `JobOrchestrator`), serves the worker link (`WorkerLink`) on a listener of its own (WORKER_LINK_HOST, WORKER_LINK_PORT) and keeps every submitted job moving to its end. The all-in-one target sends as the devnet’s service signer through its operators.',
     shape: jobOrchestratorConfigShape,
   },
   {

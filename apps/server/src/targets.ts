@@ -21,10 +21,18 @@ export const allInOne: Target = {
   name: 'all',
   allInOne: true,
   modules: [keyServiceModule, paymentSettlerModule, jobOrchestratorModule, gatewayModule, workerModule],
-  // Internal gRPC stays on loopback, on a free port: the gateway is the only thing users reach. Only here
-  // may the settings that are unsafe to guess in a deployment default: the proxy trusted is loopback's,
-  // sign-in is bound to PUBLIC_URL and the devnet's chain, and the secrets are kept under STATE_DIR.
-  defaults: { GRPC_HOST: '127.0.0.1', GRPC_PORT: '0', TRUST_PROXY: 'loopback', METRICS_PORT: '0' },
+  // Internal gRPC and the worker link stay on loopback, on free ports: the gateway is the only thing users
+  // reach, and the runner points the workers at the link once the orchestrator listens. Only here may the
+  // settings that are unsafe to guess in a deployment default: the proxy trusted is loopback's, sign-in is
+  // bound to PUBLIC_URL and the devnet's chain, and the secrets are kept under STATE_DIR.
+  defaults: {
+    GRPC_HOST: '127.0.0.1',
+    GRPC_PORT: '0',
+    WORKER_LINK_HOST: '127.0.0.1',
+    WORKER_LINK_PORT: '0',
+    TRUST_PROXY: 'loopback',
+    METRICS_PORT: '0',
+  },
   derive: (env, { stateDir }) => {
     // A PORT that is no port is the gateway's configuration check to name; the URL takes the default.
     const port = env.PORT !== undefined && /^[0-9]{1,5}$/.test(env.PORT) ? env.PORT : '8080';

@@ -1,10 +1,12 @@
 {{/*
 A gRPC service of the runner (key-service, job-orchestrator, payment-settler): a Deployment whose one
 container runs `--target <component>` with GRPC_HOST 0.0.0.0, native gRPC health probes (grpc.health.v1),
-its headless Service, and its autoscaler and disruption budget. Headless, so that a client's DNS lookup
+its headless Service, its metrics Service, and its autoscaler and disruption budget. Headless, so that a client's DNS lookup
 returns every ready replica and its round_robin policy spreads calls over them (a ClusterIP would balance
 per connection only: replicas added later would take no calls from clients already connected).
-(dict "root" $ "component" "key-service" "values" .Values.keyService "wired" map)
+(dict "root" $ "component" "key-service" "values" .Values.keyService "wired" map
+ "listeners" (list (dict "name" "worker-link" "port" 50052)); listeners are optional: more gRPC listeners of
+ the pod, on its headless Service beside `grpc`)
 */}}
 {{- define "svc.grpcWorkload" -}}
 {{- $root := .root -}}
@@ -45,6 +47,14 @@ spec:
           ports:
             - name: grpc
               containerPort: {{ $c.service.port }}
+              protocol: TCP
+            {{- range .listeners }}
+            - name: {{ .name }}
+              containerPort: {{ .port }}
+              protocol: TCP
+            {{- end }}
+            - name: metrics
+              containerPort: {{ $c.metrics.port }}
               protocol: TCP
           env:
             {{- include "svc.envList" (dict "root" $root "wired" .wired "values" $c "component" .component) | trim | nindent 12 }}
@@ -96,6 +106,15 @@ spec:
       targetPort: grpc
       protocol: TCP
       appProtocol: grpc
+    {{- range .listeners }}
+    - name: {{ .name }}
+      port: {{ .port }}
+      targetPort: {{ .name }}
+      protocol: TCP
+      appProtocol: grpc
+    {{- end }}
+---
+{{ include "svc.metricsService" $ctx }}
 {{- include "svc.hpa" (merge (dict "kind" "Deployment") $ctx) }}
 {{- include "svc.pdb" $ctx }}
 {{- end -}}

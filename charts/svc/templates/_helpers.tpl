@@ -260,7 +260,7 @@ worker:
 {{- toYaml $env -}}
 {{- end -}}
 
-{{/* What every component reads from the runner: logging, local state, and for gRPC services the bound address. (dict "root" $ "grpcPort" 50051 or 0) */}}
+{{/* What every component reads from the runner: logging, local state, for gRPC services the bound address, and the metrics listener. (dict "root" $ "grpcPort" 50051 "metricsPort" 9465; either may be left out) */}}
 {{- define "svc.runnerEnv" -}}
 {{- $env := dict "LOG_LEVEL" (dict "value" .root.Values.global.logLevel) "STATE_DIR" (dict "value" .root.Values.stateDir) -}}
 {{- if .store -}}
@@ -270,7 +270,36 @@ worker:
 {{- $_ := set $env "GRPC_HOST" (dict "value" "0.0.0.0") -}}
 {{- $_ := set $env "GRPC_PORT" (dict "value" (toString .grpcPort)) -}}
 {{- end -}}
+{{- if .metricsPort -}}
+{{- $_ := set $env "METRICS_HOST" (dict "value" "0.0.0.0") -}}
+{{- $_ := set $env "METRICS_PORT" (dict "value" (toString .metricsPort)) -}}
+{{- end -}}
 {{- toYaml $env -}}
+{{- end -}}
+
+{{/*
+A component's metrics on a ClusterIP Service of their own, never behind a public Service or the Ingress,
+labelled for the release's ServiceMonitor. (dict "root" $ "component" "gateway" "values" .Values.gateway)
+*/}}
+{{- define "svc.metricsService" -}}
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ include "svc.componentName" . }}-metrics
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "svc.labels" . | nindent 4 }}
+    svc.metrics/scrape: "true"
+  {{- include "svc.annotations" (dict "root" .root) }}
+spec:
+  type: ClusterIP
+  selector:
+    {{- include "svc.selectorLabels" . | nindent 4 }}
+  ports:
+    - name: metrics
+      port: {{ .values.metrics.port }}
+      targetPort: metrics
+      protocol: TCP
 {{- end -}}
 
 {{/*

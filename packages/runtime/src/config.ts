@@ -3,8 +3,8 @@ import { env, type ConfigOf } from '@svc/platform';
 import { DEFAULT_STATE_DIR } from './state-dir.js';
 
 /**
- * The settings of the runner itself, the same for every target: logging, the process's gRPC server,
- * and the shared dependencies. Each dependency has an embedded default used while its URL is unset.
+ * The settings of the runner itself, the same for every target: logging, the process's gRPC server and
+ * metrics listener, and the shared dependencies. Each dependency has an embedded default used while its URL is unset.
  */
 export const runtimeConfigShape = {
   LOG_LEVEL: env.oneOf({
@@ -28,6 +28,14 @@ export const runtimeConfigShape = {
   GRPC_MAX_CONNECTION_AGE: env.durationMs({
     doc: "How long a client connection to this process's gRPC server lives before the server asks the client to reconnect (a GOAWAY, ±10% jitter; calls in flight finish first, however long). Reconnecting makes clients look the peer's name up again, so replicas an autoscaler added start taking calls; `0` never asks.",
     default: '5m',
+  }),
+  METRICS_HOST: env.string({
+    doc: "Interface of this process's metrics listener (`GET /metrics`, Prometheus text, no auth), opened when it runs a service other than workers (which serve theirs on HEALTH_PORT). Loopback by default; a container sets 0.0.0.0 so Prometheus reaches it, and keeps the port closed to everything else.",
+    default: '127.0.0.1',
+  }),
+  METRICS_PORT: env.port({
+    doc: "Port of this process's metrics listener, apart from the public and gRPC ports; in the all-in-one target one listener serves every service's metrics. 0 picks a free one (the all-in-one target does when unset).",
+    default: 9465,
   }),
 
   DATABASE_URL: env.url({
@@ -64,7 +72,7 @@ export const runtimeConfigShape = {
     default: '5s',
   }),
   KAFKA_JOIN_TIMEOUT: env.durationMs({
-    doc: 'How long an event consumer may take to join its consumer group. At start-up a service whose consumer has not joined by then fails to start; later, a consumer out of its group for longer (kicked and unable to rejoin, the brokers unreachable) makes its service not ready (`/readyz` 503, gRPC health NOT_SERVING) until it is back.',
+    doc: 'How long an event consumer may take to join its consumer group. At start-up a consumer that has not joined by then fails its subscription; later, a consumer out of its group for longer (the brokers unreachable) is reported `reconnecting` and logged, and its service stays ready. Only a consumer that crashed for good makes its service not ready (`/readyz` 503, gRPC health NOT_SERVING).',
     default: '60s',
   }),
   KAFKA_TOPIC_REPLICATION_FACTOR: env.int({

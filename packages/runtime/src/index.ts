@@ -2,6 +2,7 @@ export {
   defineModule,
   type Dependency,
   type ModuleDependencies,
+  type PeerListener,
   type ServiceInstance,
   type ServiceModule,
   type SharedDependencies,
@@ -20,3 +21,4 @@ export { eventBusReadiness, GrpcReadinessMonitor, type ProcessReadiness } from '
 export { DEFAULT_STATE_DIR } from './state-dir.js';
 export type { ChainConnection } from './dependencies/chain.js';
 export type { DatabaseConnection } from './dependencies/database.js';
+export { grpcServerMetrics } from './dependencies/metrics.js';

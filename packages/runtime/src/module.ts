@@ -1,5 +1,6 @@
 import type { ConfigOf, ConfigShape, EventBus, Logger, Store } from '@svc/platform';
 import type { GrpcServer } from '@svc/proto';
+import type { Registry } from 'prom-client';
 import type { ChainConnection } from './dependencies/chain.js';
 import type { DatabaseConnection } from './dependencies/database.js';
 import type { ProcessReadiness } from './readiness.js';
@@ -16,6 +17,12 @@ export interface SharedDependencies {
   readonly chain: ChainConnection;
   /** The process's one gRPC server (with grpc.health.v1); modules add their services to it. */
   readonly grpc: GrpcServer;
+  /**
+   * The process's one Prometheus registry, served on METRICS_PORT with Node's process metrics, and the
+   * gRPC server's calls and event consumers' health when those are open. Modules register their own
+   * metrics on it, prefixed with their name (`svc_key_service_…`): in one process they share it.
+   */
+  readonly metrics: Registry;
 }
 
 export type Dependency = keyof SharedDependencies;
@@ -36,6 +43,18 @@ export type ModuleDependencies<D extends Dependency> = Pick<SharedDependencies, 
 export interface ServiceInstance {
   start(): Promise<void>;
   stop(): Promise<void>;
+  /**
+   * Listeners it binds itself in `start`, beside the process's gRPC server (the job-orchestrator's worker
+   * link), by name: the `host:port` a client on this machine dials, known once started.
+   */
+  readonly listeners?: Readonly<Record<string, string | undefined>>;
+}
+
+/** A peer's own listener, named by a setting in place of the peer's gRPC address (see `peers`). */
+export interface PeerListener {
+  readonly target: string;
+  /** The name the peer's instance gives it in `listeners`. */
+  readonly listener: string;
 }
 
 /**
@@ -49,9 +68,12 @@ export interface ServiceModule<S extends ConfigShape = ConfigShape, D extends De
   readonly needs: readonly D[];
   /**
    * Settings that hold another target's gRPC address, by target name (`KEY_SERVICE_ADDRESS:
-   * 'key-service'`). When that target runs in the same process, the runner points them at it.
+   * 'key-service'`), or the address of one of its own listeners (`ORCHESTRATOR_LINK: { target:
+   * 'job-orchestrator', listener: 'worker-link' }`). When that target runs in the same process, the
+   * runner points them at it: at the process's gRPC server, or at the listener once the peer has started
+   * (so the peer's unit must come first).
    */
-  readonly peers?: Readonly<Record<string, string>>;
+  readonly peers?: Readonly<Record<string, string | PeerListener>>;
   build(config: ConfigOf<S>, dependencies: ModuleDependencies<D>): ServiceInstance;
 }
 

@@ -10,19 +10,25 @@ export interface ProcessReadiness {
   notReadyBecause(): string | undefined;
 }
 
-/** Not ready while any subscription of the bus is not live (a consumer that died and has not recovered). */
+/**
+ * Not ready while a subscription of the bus is `dead`: its consumer crashed in this process and has not
+ * recovered, which this replica may be alone in (its credentials, its code) and which must stop a
+ * rollout. A `reconnecting` one leaves the process ready: a broker outage is shared by every replica,
+ * taking them all out of rotation cannot end it, and no request path needs the bus (the bus logs it,
+ * and its `health()` shows it).
+ */
 export function eventBusReadiness(bus: EventBus | undefined): ProcessReadiness {
   return {
     notReadyBecause() {
-      const down = bus?.health().filter((subscription) => !subscription.live) ?? [];
-      return down.length === 0 ? undefined : down.map(describeDown).join('; ');
+      const dead = bus?.health().filter((subscription) => subscription.state === 'dead') ?? [];
+      return dead.length === 0 ? undefined : dead.map(describeDead).join('; ');
     },
   };
 }
 
-function describeDown(subscription: SubscriptionHealth): string {
+function describeDead(subscription: SubscriptionHealth): string {
   const since = subscription.downSince ? ` since ${subscription.downSince.toISOString()}` : '';
-  return `event consumer ${subscription.group} of ${subscription.topic} is down${since}: ${subscription.reason ?? 'no reason given'}`;
+  return `event consumer ${subscription.group} of ${subscription.topic} is dead${since}: ${subscription.reason ?? 'no reason given'}`;
 }
 
 /**

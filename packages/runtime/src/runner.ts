@@ -12,6 +12,7 @@ import { runtimeConfigShape, type RuntimeConfig } from './config.js';
 import { openChain } from './dependencies/chain.js';
 import { openDatabase } from './dependencies/database.js';
 import { openEventBus } from './dependencies/event-bus.js';
+import { eventSubscriptionMetrics, grpcServerMetrics, openMetrics } from './dependencies/metrics.js';
 import { openStore } from './dependencies/store.js';
 import type { Dependency, ServiceInstance, ServiceModule, SharedDependencies } from './module.js';
 import { eventBusReadiness, GrpcReadinessMonitor, type ProcessReadiness } from './readiness.js';
@@ -75,6 +76,8 @@ export interface RunningTarget {
   readonly dependencies: Partial<SharedDependencies>;
   /** `host:port` of the process's gRPC server, when one runs. */
   readonly grpcAddress: string | undefined;
+  /** `http://host:port/metrics` of the process's metrics listener, when one runs. */
+  readonly metricsUrl: string | undefined;
   readonly stateDir: string;
   /** The running instances by unit name (a module's instance type says what else it exposes). */
   readonly instances: ReadonlyMap<string, ServiceInstance>;
@@ -121,6 +124,14 @@ export async function runTarget(target: Target, options: RunOptions = {}): Promi
     const needs = new Set<Dependency>(target.modules.flatMap((module) => module.needs));
     const dependencies: { -readonly [K in Dependency]?: SharedDependencies[K] } = { ...options.provided };
     for (const provided of Object.keys(options.provided ?? {})) needs.delete(provided as Dependency);
+    let metricsUrl: string | undefined;
+    if (needs.has('metrics')) {
+      // First: the gRPC server and the bus opened next report into it.
+      const metrics = await openMetrics(runtime, logger);
+      closers.push({ name: 'metrics listener', close: metrics.close });
+      dependencies.metrics = metrics.registry;
+      metricsUrl = `http://${loopbackFor(runtime.METRICS_HOST)}:${metrics.port}/metrics`;
+    }
     if (needs.has('chain')) {
       const chain = await openChain(runtime, stateDir, logger);
       closers.push({ name: 'chain', close: chain.close });
@@ -148,12 +159,15 @@ export async function runTarget(target: Target, options: RunOptions = {}): Promi
       closers.push({ name: 'event bus', close: () => bus.close() });
       dependencies.bus = bus;
     }
+    if (dependencies.metrics && dependencies.bus)
+      eventSubscriptionMetrics(dependencies.metrics, dependencies.bus);
     let grpcAddress: string | undefined;
     if (needs.has('grpc')) {
       // Every module says who may call each service it adds (a service token's callers, or open).
       const grpc = createServiceGrpcServer(logger, {
         requireAccess: true,
         channelOptions: connectionAgeOptions(runtime.GRPC_MAX_CONNECTION_AGE),
+        ...(dependencies.metrics ? { onCallEnd: grpcServerMetrics(dependencies.metrics) } : {}),
       });
       const port = await grpc.listen(`${runtime.GRPC_HOST}:${runtime.GRPC_PORT}`, { serving: false });
       closers.push({ name: 'gRPC server', close: () => grpc.shutdown() });
@@ -163,9 +177,16 @@ export async function runTarget(target: Target, options: RunOptions = {}): Promi
 
     const readiness = eventBusReadiness(dependencies.bus);
     const env = moduleEnvironment(target, baseEnv, dependencies, grpcAddress);
-    const units = target.units?.(dependencies, runtime) ?? target.modules.map((module) => ({ module }));
-    const built = buildUnits(units, env, dependencies, options.logger, runtime, stateDir, readiness);
-    for (const { name, instance } of built) {
+    const units: Unit[] =
+      target.units?.(dependencies, runtime) ?? target.modules.map((module) => ({ module }));
+    checkConfigs(units, env);
+    const built: BuiltUnit[] = [];
+    for (const unit of units) {
+      // Built just before it starts: the listeners of peers that started before it are bound by now.
+      const unitEnv = { ...env, ...peerListenerSettings(unit.module, target, built) };
+      const name = unit.name ?? unit.module.name;
+      const instance = buildUnit(unit, unitEnv, dependencies, options.logger, runtime, stateDir, readiness);
+      built.push({ name, module: unit.module, instance });
       // Registered before it starts: a start that fails half way is stopped too (stop is safe then).
       closers.push({ name, close: () => instance.stop() });
       await instance.start();
@@ -188,6 +209,7 @@ export async function runTarget(target: Target, options: RunOptions = {}): Promi
       logger,
       dependencies,
       grpcAddress,
+      metricsUrl,
       stateDir,
       instances,
       readiness,
@@ -200,6 +222,7 @@ export async function runTarget(target: Target, options: RunOptions = {}): Promi
         target: target.name,
         units: built.map(({ name }) => name),
         grpc: grpcAddress,
+        metrics: metricsUrl,
         ms: Date.now() - started,
       },
       `${target.name} started`,
@@ -226,41 +249,72 @@ function moduleEnvironment(
   const local = new Set(target.modules.map((module) => module.name));
   for (const module of target.modules) {
     for (const [setting, peer] of Object.entries(module.peers ?? {})) {
-      if (local.has(peer) && grpcAddress) env[setting] = grpcAddress;
+      if (typeof peer === 'string' && local.has(peer) && grpcAddress) env[setting] = grpcAddress;
     }
   }
   return env;
 }
 
-/** Loads every unit's configuration first, so an operator sees every problem at once, then builds. */
-function buildUnits(
-  units: readonly Unit[],
+type BuiltUnit = { name: string; module: ServiceModule; instance: ServiceInstance };
+
+/**
+ * A unit's settings that name a listener of a peer running in this process (the workers'
+ * ORCHESTRATOR_LINK), pointed at it: the peer started first, so its listener is bound.
+ */
+function peerListenerSettings(
+  module: ServiceModule,
+  target: Target,
+  started: readonly BuiltUnit[],
+): Record<string, string> {
+  const settings: Record<string, string> = {};
+  for (const [setting, peer] of Object.entries(module.peers ?? {})) {
+    if (typeof peer === 'string' || !target.modules.some((local) => local.name === peer.target)) continue;
+    const running = started.find((unit) => unit.module.name === peer.target);
+    if (!running)
+      throw new Error(
+        `${module.name}: ${setting} names a listener of ${peer.target}, which must start first`,
+      );
+    const address = running.instance.listeners?.[peer.listener];
+    if (address) settings[setting] = address;
+  }
+  return settings;
+}
+
+/** Loads every unit's configuration before any is built, so an operator sees every problem at once. */
+function checkConfigs(units: readonly Unit[], env: Record<string, string | undefined>): void {
+  const problems: string[] = [];
+  for (const unit of units) {
+    try {
+      loadConfig(unit.module.configShape as ConfigShape, { ...unit.defaults, ...env, ...unit.env });
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error;
+      problems.push(...error.problems.map((problem) => `${unit.name ?? unit.module.name}: ${problem}`));
+    }
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+}
+
+/** Builds one unit; its configuration is loaded again, now with its peers' listeners. */
+function buildUnit(
+  unit: Unit,
   env: Record<string, string | undefined>,
   dependencies: Partial<SharedDependencies>,
   parentLogger: Logger | undefined,
   runtime: RuntimeConfig,
   stateDir: string,
   readiness: ProcessReadiness,
-): Array<{ name: string; instance: ServiceInstance }> {
-  const problems: string[] = [];
-  const configs = units.map((unit) => {
-    try {
-      return loadConfig(unit.module.configShape as ConfigShape, { ...unit.defaults, ...env, ...unit.env });
-    } catch (error) {
-      if (!(error instanceof ConfigError)) throw error;
-      problems.push(...error.problems.map((problem) => `${unit.name ?? unit.module.name}: ${problem}`));
-      return undefined;
-    }
+): ServiceInstance {
+  const name = unit.name ?? unit.module.name;
+  const config = loadConfig(unit.module.configShape as ConfigShape, {
+    ...unit.defaults,
+    ...env,
+    ...unit.env,
   });
-  if (problems.length > 0) throw new ConfigError(problems);
-  return units.map((unit, index) => {
-    const name = unit.name ?? unit.module.name;
-    const logger =
-      parentLogger?.child({ unit: name }) ?? createLogger({ service: name, level: runtime.LOG_LEVEL });
-    const granted: Record<string, unknown> = { logger, stateDir, readiness };
-    for (const need of unit.module.needs) granted[need] = dependencies[need];
-    return { name, instance: unit.module.build(configs[index] as never, granted as never) };
-  });
+  const logger =
+    parentLogger?.child({ unit: name }) ?? createLogger({ service: name, level: runtime.LOG_LEVEL });
+  const granted: Record<string, unknown> = { logger, stateDir, readiness };
+  for (const need of unit.module.needs) granted[need] = dependencies[need];
+  return unit.module.build(config as never, granted as never);
 }
 
 /**

@@ -19,7 +19,8 @@ import { kafkaEventBusOptions } from '../src/dependencies/event-bus.js';
 import { defineModule, runtimeConfigShape, runTarget, type ProcessReadiness } from '../src/index.js';
 
 // A subscription whose consumer died makes the process unready in one place: the runner's readiness,
-// which grpc.health.v1 follows and the gateway's /readyz asks, until the consumer recovers.
+// which grpc.health.v1 follows and the gateway's /readyz asks, until the consumer recovers. One that is
+// reconnecting through a broker outage does not.
 
 const logger = createLogger({ service: 'readiness-test', level: 'silent' });
 const topic = defineTopic({
@@ -40,7 +41,7 @@ describe('process readiness', () => {
     rmSync(stateDir, { recursive: true, force: true });
   });
 
-  it('turns gRPC health NOT_SERVING while a subscription is down, and SERVING once it recovers', async () => {
+  it('turns gRPC health NOT_SERVING while a subscription is dead, SERVING once it recovers, and not for a broker outage', async () => {
     const bus = new EmbeddedEventBus();
     let subscription: EventSubscription | undefined;
     let given: ProcessReadiness | undefined;
@@ -87,12 +88,20 @@ describe('process readiness', () => {
       await bus.simulateConsumerCrash(subscription!, 'SASL authentication failed');
       await waitFor(() => statuses.at(-1) === 'NOT_SERVING' || undefined, { what: 'NOT_SERVING' });
       expect(running.readiness.notReadyBecause()).toMatch(
-        /^event consumer consumer\.settlement of test\.readiness is down since \S+: SASL authentication failed$/,
+        /^event consumer consumer\.settlement of test\.readiness is dead since \S+: SASL authentication failed$/,
       );
 
       bus.simulateConsumerRecovery(subscription!);
       await waitFor(() => statuses.at(-1) === 'SERVING' || undefined, { what: 'SERVING again' });
       expect(running.readiness.notReadyBecause()).toBeUndefined();
+      expect(statuses).toEqual(['NOT_SERVING', 'SERVING']);
+
+      // A broker outage: the consumer is reconnecting, as on every replica; the process stays ready.
+      bus.simulateBrokerOutage(true);
+      expect(bus.health()).toMatchObject([{ state: 'reconnecting' }]);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(running.readiness.notReadyBecause()).toBeUndefined();
+      bus.simulateBrokerOutage(false);
       expect(statuses).toEqual(['NOT_SERVING', 'SERVING']);
     } finally {
       await running.stop();

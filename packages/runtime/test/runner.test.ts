@@ -163,13 +163,52 @@ describe('runTarget', () => {
     ).rejects.toThrow('second refused to start');
     expect(failing).toEqual([
       'first built (peer at none)',
-      'second built (peer at none)',
       'first started',
+      'second built (peer at none)',
       'second stopped',
       'first stopped',
     ]);
     // The dependencies it opened were closed too: the memory store refuses work once closed.
     await expect(first.seen().store!.ping()).rejects.toThrow();
+  });
+
+  it("points a setting that names a peer's own listener at it once the peer started, and keeps the environment's when the peer runs elsewhere", async () => {
+    const seen: string[] = [];
+    const listening = defineModule({
+      name: 'listening',
+      configShape: {},
+      needs: [],
+      build: () => {
+        let address: string | undefined;
+        return {
+          get listeners() {
+            return { side: address };
+          },
+          // Bound in start, as the job-orchestrator binds its worker link.
+          start: async () => {
+            address = '127.0.0.1:4242';
+          },
+          stop: async () => {},
+        };
+      },
+    });
+    const dialling = defineModule({
+      name: 'dialling',
+      configShape: { SIDE_ADDRESS: env.optionalString({ doc: "the peer's side listener" }) },
+      needs: [],
+      peers: { SIDE_ADDRESS: { target: 'listening', listener: 'side' } },
+      build: (config) => {
+        seen.push(config.SIDE_ADDRESS ?? 'none');
+        return { start: async () => {}, stop: async () => {} };
+      },
+    });
+    const options = { env: { STATE_DIR: stateDir, SIDE_ADDRESS: '10.0.0.1:50052' }, logger };
+    await (await runTarget({ name: 'together', modules: [listening, dialling] }, options)).stop();
+    await (await runTarget({ name: 'apart', modules: [dialling] }, options)).stop();
+    expect(seen).toEqual(['127.0.0.1:4242', '10.0.0.1:50052']);
+    await expect(runTarget({ name: 'misordered', modules: [dialling, listening] }, options)).rejects.toThrow(
+      'dialling: SIDE_ADDRESS names a listener of listening, which must start first',
+    );
   });
 
   it('reports every configuration problem of every module at once', async () => {

@@ -16,3 +16,4 @@ export {
   type TestDatabaseOptions,
 } from './database.js';
 export { freePort } from './ports.js';
+export { sampleValue, scrape } from './metrics.js';

@@ -31,15 +31,6 @@ export const gatewayConfigShape = {
     doc: "Which proxies' X-Forwarded-For the gateway believes when it takes a client's address (express `trust proxy`: `false`, a hop count, or comma-separated addresses, subnets or `loopback`, `linklocal`, `uniquelocal`). Required outside the all-in-one target (which trusts `loopback`): name your load balancer's addresses, since a trusted peer chooses the address per-address limits count, and behind an untrusted proxy every client shares the proxy's address.",
   }),
 
-  METRICS_HOST: env.string({
-    doc: 'Interface of the metrics listener (`GET /metrics`, Prometheus text, no auth). Loopback by default; a container sets 0.0.0.0 so Prometheus reaches it, and keeps the port closed to everything else.',
-    default: '127.0.0.1',
-  }),
-  METRICS_PORT: env.port({
-    doc: 'Port of the metrics listener, apart from the public port (0 picks a free one).',
-    default: 9465,
-  }),
-
   KEY_SERVICE_ADDRESS: env.string({
     doc: 'host:port of the key-service gRPC server.',
     default: '127.0.0.1:50051',

@@ -10,7 +10,6 @@ import { gatewayConfigShape, trustProxySetting } from './config.js';
 import { createHttpServer } from './http/http-server.js';
 import type { KeyServiceClient } from './key-service-client.js';
 import { GatewayMetrics } from './observability/gateway-metrics.js';
-import { MetricsServer } from './observability/metrics-server.js';
 import { buildGatewayApp, buildLimitHitReporter } from './service.js';
 import { OrchestratorBackend, type JobOrchestratorClient } from './v1/orchestrator-backend.js';
 import type { LimitHitReporter } from './v1/limit-hit-reporter.js';
@@ -18,42 +17,37 @@ import { SettlerPayments, type PaymentSettlerClient } from './v1/per-call/settle
 
 /**
  * A running gateway; `url` is where it listens (PORT 0 picks a free port), `publicUrl` where users reach
- * it (PUBLIC_URL, which sign-in is bound to; `url` when unset), `metricsUrl` its metrics.
+ * it (PUBLIC_URL, which sign-in is bound to; `url` when unset). Its metrics are the process's (the
+ * runner's `metricsUrl`).
  */
 export interface GatewayInstance extends ServiceInstance {
   readonly url: string;
   readonly publicUrl: string;
-  readonly metricsUrl: string;
 }
 
 /** The gateway as the runner runs it: the public HTTP server over the key-service's gRPC API. */
 export const gatewayModule = defineModule({
   name: 'gateway',
   configShape: gatewayConfigShape,
-  needs: ['store', 'bus'],
+  needs: ['store', 'bus', 'metrics'],
   peers: {
     KEY_SERVICE_ADDRESS: 'key-service',
     ORCHESTRATOR_ADDRESS: 'job-orchestrator',
     SETTLER_ADDRESS: 'payment-settler',
   },
-  build(config, { store, bus, logger, readiness }): GatewayInstance {
+  build(config, { store, bus, metrics, logger, readiness }): GatewayInstance {
     let keyService: KeyServiceClient | undefined;
     let orchestrator: JobOrchestratorClient | undefined;
     let settler: PaymentSettlerClient | undefined;
     let limitHits: LimitHitReporter | undefined;
     let server: Server | undefined;
-    let metricsServer: MetricsServer | undefined;
     let url = '';
-    let metricsUrl = '';
     return {
       get url() {
         return url;
       },
       get publicUrl() {
         return config.PUBLIC_URL ?? url;
-      },
-      get metricsUrl() {
-        return metricsUrl;
       },
       async start() {
         const identity = new ServiceIdentity('gateway', config.SERVICE_TOKEN_SECRET);
@@ -87,16 +81,12 @@ export const gatewayModule = defineModule({
             }),
           );
         limitHits = buildLimitHitReporter({ config, keyService, store, logger });
-        const metrics = new GatewayMetrics({ processMetrics: true });
-        metricsServer = new MetricsServer(metrics.registry);
-        const metricsPort = await metricsServer.listen(config.METRICS_PORT, config.METRICS_HOST);
-        metricsUrl = `http://${loopbackFor(config.METRICS_HOST)}:${metricsPort}/metrics`;
         const app = buildGatewayApp({
           config,
           keyService,
           store,
           logger,
-          metrics,
+          metrics: new GatewayMetrics(metrics),
           limitHits,
           ...(orchestrator ? { completions: new OrchestratorBackend(orchestrator, logger) } : {}),
           ...(settler ? { settler: new SettlerPayments(settler, config.V1_PAYMENT_RESERVATION_TTL) } : {}),
@@ -116,7 +106,7 @@ export const gatewayModule = defineModule({
         limitHits.start();
         const { port } = listening.address() as AddressInfo;
         url = `http://${loopbackFor(config.HTTP_HOST)}:${port}`;
-        logger.info({ url, publicUrl: config.PUBLIC_URL ?? url, metrics: metricsUrl }, 'gateway listening');
+        logger.info({ url, publicUrl: config.PUBLIC_URL ?? url }, 'gateway listening');
         if (trustProxySetting(config.TRUST_PROXY) === true)
           logger.warn(
             'TRUST_PROXY=true believes any X-Forwarded-For, so any client chooses the address its per-address limits count: name your proxies instead',
@@ -126,7 +116,6 @@ export const gatewayModule = defineModule({
         if (server) await closeServer(server, config.HTTP_SHUTDOWN_GRACE);
         // After the server: no refusal comes later. The last flush sends what this replica counted.
         await limitHits?.stop();
-        await metricsServer?.close();
         if (keyService) closeClient(keyService);
         if (orchestrator) closeClient(orchestrator);
         if (settler) closeClient(settler);

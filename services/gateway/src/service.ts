@@ -1,4 +1,4 @@
-import type { Logger, Store } from '@svc/platform';
+import type { EventSubscription, Logger, Store } from '@svc/platform';
 import express, { type Express } from 'express';
 import { apiRouter } from './api/api-router.js';
 import { trustProxySetting, type GatewayConfig } from './config.js';
@@ -36,13 +36,14 @@ export interface GatewayPorts {
   /** Takes per-call payments (the payment-settler); without one, the server takes none. */
   readonly settler?: PaymentSettlerPort;
   /**
-   * Key changes from the bus, to evict cached keys early. The subscription is closed with the bus.
-   * Without it, cached keys live out their TTL (revocation is enforced by the store's marker either way).
+   * Key changes from the bus, to evict cached keys early. The subscription is closed with the bus; while
+   * it is not live the cache is off. Without it, cached keys live out their TTL (revocation is enforced
+   * by the store's marker either way).
    */
   readonly keyEvents?: Omit<KeyEventFeed, 'groupPrefix'>;
   /**
-   * Why the process must not take traffic now (the runner's readiness: an event consumer that died),
-   * or undefined; `/readyz` answers 503 while it gives a reason.
+   * Why the process must not take traffic now (the runner's readiness: an event consumer that died, not
+   * one reconnecting through a broker outage), or undefined; `/readyz` answers 503 while it gives a reason.
    */
   readonly notReadyBecause?: () => string | undefined;
 }
@@ -57,6 +58,16 @@ export function buildLimitHitReporter(
   });
 }
 
+/** Runs `check` until it has succeeded once; from then on resolves at once. */
+function answeredOnce(check: () => Promise<unknown>): () => Promise<void> {
+  let answered = false;
+  return async () => {
+    if (answered) return;
+    await check();
+    answered = true;
+  };
+}
+
 /** Builds the gateway's HTTP app from its ports: no globals, nothing listens until the caller says so. */
 export function buildGatewayApp(ports: GatewayPorts): Express {
   const { config, keyService, store, logger } = ports;
@@ -65,20 +76,26 @@ export function buildGatewayApp(ports: GatewayPorts): Express {
   app.set('etag', false);
   app.set('trust proxy', trustProxySetting(config.TRUST_PROXY));
 
+  // Fail safe: while key events are not heard (not subscribed yet, or the consumer is down), the cache
+  // is off and every call resolves the key at the key-service. The replica stays ready meanwhile.
+  let keyEvents: EventSubscription | undefined;
   const keyCache = new KeyResolutionCache(keyServiceLookup(keyService), {
     maxEntries: config.V1_KEY_CACHE_MAX_ENTRIES,
     ttlMs: config.V1_KEY_CACHE_TTL,
+    ...(ports.keyEvents ? { evictionsHeard: () => keyEvents?.health().live === true } : {}),
   });
-  // Readiness waits for the subscription: a replica that cannot hear key events is not ready.
-  const keyEventsLive = ports.keyEvents
-    ? evictOnKeyEvents(
-        { ...ports.keyEvents, groupPrefix: config.V1_KEY_EVENTS_GROUP_PREFIX },
-        keyCache,
-        logger,
-      ).then(() => undefined)
-    : Promise.resolve();
-  keyEventsLive.catch((error: unknown) =>
-    logger.error({ err: error }, 'gave up subscribing to key events: the bus closed'),
+  if (ports.keyEvents) {
+    evictOnKeyEvents(
+      { ...ports.keyEvents, groupPrefix: config.V1_KEY_EVENTS_GROUP_PREFIX },
+      keyCache,
+      logger,
+    ).then(
+      (subscription) => (keyEvents = subscription),
+      (error: unknown) => logger.error({ err: error }, 'gave up subscribing to key events: the bus closed'),
+    );
+  }
+  const keyServiceAnswered = answeredOnce(() =>
+    keyService.getJwks({}, { timeoutMs: config.READINESS_TIMEOUT }),
   );
 
   // The logging context is bound once here for everything after it (each binding costs on every call); the
@@ -132,14 +149,13 @@ export function buildGatewayApp(ports: GatewayPorts): Express {
   // After the API routers, so their calls do not walk through it (no path is in both).
   app.use(
     healthRoutes({
+      // What taking this replica out of rotation can fix (docs/operations.md, readiness): a consumer of
+      // its own that died, its store connection, a key-service it never reached (a wrong address or
+      // secret must stop a rollout). A key-service outage after that is every replica's: it stays in.
       checkReady: async () => {
         const notReady = ports.notReadyBecause?.();
         if (notReady !== undefined) throw new Error(notReady);
-        await Promise.all([
-          keyService.getJwks({}, { timeoutMs: config.READINESS_TIMEOUT }),
-          store.ping(),
-          keyEventsLive,
-        ]);
+        await Promise.all([keyServiceAnswered(), store.ping()]);
       },
       readinessTimeoutMs: config.READINESS_TIMEOUT,
       logger,

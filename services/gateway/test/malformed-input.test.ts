@@ -62,6 +62,7 @@ beforeAll(async () => {
         ...TEST_SERVICE_TOKEN_SETTINGS,
         DATABASE_URL: database.url,
         GRPC_PORT: '0',
+        METRICS_PORT: '0',
       },
       provided: { store: redis.open() },
       logger: capturingLogger('key-service-test', keyServiceLog),

@@ -2,10 +2,19 @@ import { env, loadConfig, serviceTokenSettings, type ConfigOf } from '@svc/platf
 
 /**
  * Every setting of the job-orchestrator, read once from the environment at start-up (the store, the
- * chain and the gRPC server are the runner's: see @svc/runtime). Defaults run the all-in-one mode.
- * Names start with `LINK_` where they tune the worker link, apart from the worker's own link settings.
+ * chain and the process's gRPC server are the runner's: see @svc/runtime). Defaults run the all-in-one
+ * mode. Names start with `LINK_` where they tune the worker link, apart from the worker's own link
+ * settings; `WORKER_LINK_` names place the link's own listener.
  */
 export const jobOrchestratorConfigShape = {
+  WORKER_LINK_HOST: env.string({
+    doc: "Interface of the worker link's own gRPC server, which serves WorkerLink and grpc.health.v1 only (JobOrchestrator stays on the process's gRPC server). Expose it to the workers, wherever they run (Kubernetes: 0.0.0.0 behind a Service of its own).",
+    default: '127.0.0.1',
+  }),
+  WORKER_LINK_PORT: env.port({
+    doc: "Port of the worker link's own gRPC server, the one workers dial (their `ORCHESTRATOR_LINK`); 0 picks a free one (the all-in-one target does when unset, and points its workers at it).",
+    default: 50052,
+  }),
   LINK_HEARTBEAT_INTERVAL: env.durationMs({
     doc: 'How often a linked worker must heartbeat (sent to it in the welcome).',
     default: '5s',
@@ -105,6 +114,20 @@ export const jobOrchestratorConfigShape = {
   DRAIN_TIMEOUT: env.durationMs({
     doc: 'How long a stopping replica waits for the calls it is running to end; jobs still running then are left to the job keeper of the remaining replicas (or of the next start).',
     default: '30s',
+  }),
+  LIFECYCLE_OUTBOX_MAX_EVENTS: env.int({
+    doc: "Most job lifecycle events the outbox (a queue in the shared store) holds while the bus cannot take them; when full, new calls are refused (`job_failed`, nothing spent) and logged at error level. Events of calls under way are always kept. Sized for a Kafka outage: the default holds about an hour of a busy deployment's events.",
+    default: 100_000,
+    min: 1,
+  }),
+  LIFECYCLE_RELAY_BATCH_SIZE: env.int({
+    doc: 'Most job lifecycle events the outbox relay publishes in one batch.',
+    default: 500,
+    min: 1,
+  }),
+  LIFECYCLE_RELAY_POLL_INTERVAL: env.durationMs({
+    doc: "How often the outbox relay (one replica's at a time) looks for lifecycle events queued by other replicas; events queued on its own replica go out at once.",
+    default: '1s',
   }),
   CHAIN_CACHE_TTL: env.durationMs({
     doc: "How long model fees, names and JobRegistry's pause flag are remembered between chain reads.",

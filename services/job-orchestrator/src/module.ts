@@ -3,9 +3,15 @@ import { connectChain } from '@svc/chain';
 import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import { WorkerLink } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
 import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
-import { jobLifecycleTopic, serviceCallers, serviceClientOptions, ServiceIdentity } from '@svc/platform';
-import { closeClient, createClient } from '@svc/proto';
-import { defineModule, type ServiceInstance } from '@svc/runtime';
+import {
+  createServiceGrpcServer,
+  jobLifecycleTopic,
+  serviceCallers,
+  serviceClientOptions,
+  ServiceIdentity,
+} from '@svc/platform';
+import { closeClient, createClient, type GrpcServer } from '@svc/proto';
+import { defineModule, grpcServerMetrics, loopbackFor, type ServiceInstance } from '@svc/runtime';
 import { jobOrchestratorConfigShape } from './config.js';
 import { jobOrchestratorHandlers } from './completions/job-orchestrator-service.js';
 import type { PaymentSettlerClient } from './completions/per-call-settlement.js';
@@ -16,25 +22,33 @@ import { buildJobOrchestrator, verifyServiceAccounts, type JobOrchestratorParts 
 export interface JobOrchestratorInstance extends ServiceInstance {
   readonly linkServer: WorkerLinkServer | undefined;
   readonly parts: JobOrchestratorParts | undefined;
+  /** `worker-link`: `host:port` of the worker link's own listener, once started. */
+  readonly listeners: { readonly 'worker-link': string | undefined };
 }
 
 /**
- * The job-orchestrator as the runner runs it: serves WorkerLink and JobOrchestrator on the process's
- * gRPC server, with worker presence, sessions, answer frames and nonces in the shared store, lifecycle
- * events on the bus, and the job keeper following the chain.
+ * The job-orchestrator as the runner runs it: serves JobOrchestrator on the process's gRPC server and
+ * WorkerLink on a listener of its own (WORKER_LINK_HOST, WORKER_LINK_PORT), with worker presence,
+ * sessions, answer frames and nonces in the shared store, lifecycle events on the bus, and the job
+ * keeper following the chain.
  */
 export const jobOrchestratorModule = defineModule({
   name: 'job-orchestrator',
   configShape: jobOrchestratorConfigShape,
-  needs: ['store', 'bus', 'chain', 'grpc'],
+  needs: ['store', 'bus', 'chain', 'grpc', 'metrics'],
   peers: { SETTLER_ADDRESS: 'payment-settler' },
-  build(config, { store, bus, chain, grpc, logger }): JobOrchestratorInstance {
+  build(config, { store, bus, chain, grpc, metrics, logger }): JobOrchestratorInstance {
     let provider: JsonRpcProvider | undefined;
     let settler: PaymentSettlerClient | undefined;
     let parts: JobOrchestratorParts | undefined;
+    let link: GrpcServer | undefined;
+    let linkAddress: string | undefined;
     return {
       get linkServer() {
         return parts?.linkServer;
+      },
+      get listeners() {
+        return { 'worker-link': linkAddress };
       },
       get parts() {
         return parts;
@@ -63,17 +77,32 @@ export const jobOrchestratorModule = defineModule({
           chainId: BigInt(chain.chainId),
           deploymentBlock: chain.contracts.deploymentBlock,
           logger,
+          metrics,
           ...(settler ? { settler } : {}),
         });
         if (parts.completions) {
           await verifyServiceAccounts(config, parts.completions.chain);
           await bus.ensureTopics([jobLifecycleTopic]);
           parts.completions.keeper.start();
+          parts.completions.lifecycleRelay.start();
         } else {
           logger.warn('SERVICE_SIGNER_PRIVATE_KEY is not set: completions answer 503 not_configured');
         }
-        // Workers are not our services: they prove their address in the link's own challenge.
-        grpc.add(WorkerLink, parts.linkServer.handlers, { open: true });
+        // Workers are not our services: they prove their address in the link's own challenge. The link
+        // has a listener of its own, so exposing it to workers outside the cluster exposes nothing else.
+        link = createServiceGrpcServer(logger, {
+          requireAccess: true,
+          onCallEnd: grpcServerMetrics(metrics),
+        });
+        link.add(WorkerLink, parts.linkServer.handlers, { open: true });
+        const bind = `${config.WORKER_LINK_HOST}:${config.WORKER_LINK_PORT}`;
+        // gRPC's own error names no address, and this process binds two.
+        const linkPort = await link.listen(bind).catch((error: unknown) => {
+          throw new Error(`the worker link cannot listen on ${bind} (WORKER_LINK_HOST, WORKER_LINK_PORT)`, {
+            cause: error,
+          });
+        });
+        linkAddress = `${loopbackFor(config.WORKER_LINK_HOST)}:${linkPort}`;
         grpc.add(
           JobOrchestrator,
           jobOrchestratorHandlers(parts.catalogue, parts.completions?.runner, {
@@ -85,6 +114,7 @@ export const jobOrchestratorModule = defineModule({
         );
         logger.info(
           {
+            workerLink: linkAddress,
             heartbeatIntervalMs: config.LINK_HEARTBEAT_INTERVAL,
             principal: parts.completions?.chain.principal ?? null,
             completions: Boolean(parts.completions) && config.COMPLETIONS_ENABLED,
@@ -103,8 +133,13 @@ export const jobOrchestratorModule = defineModule({
               'stopping with calls in progress; the job keeper takes their jobs over',
             );
           await completions.keeper.stop();
+          // Nothing publishes any more: what is recorded goes out now, the rest waits in the store.
+          await completions.lifecycle.stop(config.DRAIN_TIMEOUT);
+          await completions.lifecycleRelay.stop();
         }
+        // Links end (workers redial another replica) only once the calls they answer have drained.
         await parts?.linkServer.stop();
+        await link?.shutdown();
         if (settler) closeClient(settler);
         provider?.destroy();
       },

@@ -8,6 +8,7 @@ import {
   type SendingAccount,
 } from '@svc/chain';
 import type { EventBus, Logger, Store } from '@svc/platform';
+import type { Registry } from 'prom-client';
 import type { JobOrchestratorConfig } from './config.js';
 import { ServiceChain } from './chain/service-chain.js';
 import { AnswerRelay } from './completions/answer-relay.js';
@@ -15,11 +16,13 @@ import { CompletionRunner } from './completions/completion-runner.js';
 import { ModelCatalogue } from './completions/model-catalogue.js';
 import { PerCallSettlement, type PaymentSettlerClient } from './completions/per-call-settlement.js';
 import { LifecyclePublisher } from './events/lifecycle-events.js';
+import { LifecycleRelay } from './events/lifecycle-relay.js';
 import { JobKeeper } from './keeper/job-keeper.js';
 import { TrackedJobs } from './keeper/tracked-jobs.js';
 import { RegistryJobAttempts } from './link/job-attempts.js';
 import { RegistryWorkerAdmission } from './link/worker-admission.js';
 import { WorkerLinkServer } from './link/worker-link-server.js';
+import { JobOrchestratorMetrics } from './observability/job-orchestrator-metrics.js';
 import { SessionPool } from './sessions/session-pool.js';
 
 export interface JobOrchestratorPorts {
@@ -35,15 +38,26 @@ export interface JobOrchestratorPorts {
   readonly replicaId?: string;
   /** The payment-settler, on a server that takes per-call payments. */
   readonly settler?: PaymentSettlerClient;
+  /** Where its metrics are registered (the process's registry); default a registry of their own. */
+  readonly metrics?: Registry;
 }
 
 /** The orchestrator's parts: the worker link, and (with a signer) completions and the job keeper. */
 export interface JobOrchestratorParts {
   readonly linkServer: WorkerLinkServer;
   readonly catalogue: ModelCatalogue;
+  readonly metrics: JobOrchestratorMetrics;
   /** Undefined without a service signer: every completion is then 503 `not_configured`. */
   readonly completions:
-    | { readonly runner: CompletionRunner; readonly keeper: JobKeeper; readonly chain: ServiceChain }
+    | {
+        readonly runner: CompletionRunner;
+        readonly keeper: JobKeeper;
+        readonly chain: ServiceChain;
+        /** Records lifecycle events in the outbox; stopped after the runner and keeper. */
+        readonly lifecycle: LifecyclePublisher;
+        /** Hands the outbox to the bus; started with the keeper, stopped last. */
+        readonly lifecycleRelay: LifecycleRelay;
+      }
     | undefined;
 }
 
@@ -76,7 +90,8 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
   const replicaId = ports.replicaId ?? randomUUID();
   const linkServer = buildWorkerLinkServer({ ...ports, replicaId });
   const catalogue = new ModelCatalogue(chain, linkServer, config.CHAIN_CACHE_TTL);
-  if (!config.SERVICE_SIGNER_PRIVATE_KEY) return { linkServer, catalogue, completions: undefined };
+  const metrics = new JobOrchestratorMetrics(ports.metrics, () => linkServer.live());
+  if (!config.SERVICE_SIGNER_PRIVATE_KEY) return { linkServer, catalogue, metrics, completions: undefined };
 
   const principal = new Wallet(config.SERVICE_SIGNER_PRIVATE_KEY, provider);
   const operators = (keys: readonly string[]): SendingAccount[] =>
@@ -95,8 +110,17 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     pollIntervalMs: config.TX_POLL_INTERVAL,
     replaceAfterMs: config.TX_REPLACE_AFTER,
   });
-  const serviceChain = new ServiceChain(chain, sender, principal.address);
-  const lifecycle = new LifecyclePublisher(bus, logger);
+  const serviceChain = new ServiceChain(chain, sender, principal.address, metrics);
+  const lifecycleRelay = new LifecycleRelay(store, bus, logger, {
+    replicaId,
+    batchSize: config.LIFECYCLE_RELAY_BATCH_SIZE,
+    pollIntervalMs: config.LIFECYCLE_RELAY_POLL_INTERVAL,
+    stopTimeoutMs: config.DRAIN_TIMEOUT,
+  });
+  const lifecycle = new LifecyclePublisher(store, logger, {
+    maxEvents: config.LIFECYCLE_OUTBOX_MAX_EVENTS,
+    onQueued: () => lifecycleRelay.wake(),
+  });
   const jobs = new TrackedJobs(store);
   const sessions = new SessionPool({
     store,
@@ -133,6 +157,7 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     enabled: config.COMPLETIONS_ENABLED,
     // A replica that dies leaves its jobs to the keeper this soon.
     runMarkTtlMs: 15_000,
+    metrics,
     logger,
   });
   const keeper = new JobKeeper({
@@ -146,9 +171,15 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     confirmations: config.KEEPER_CONFIRMATIONS,
     idleCloseSeconds: Math.ceil(config.SESSION_IDLE_CLOSE / 1000),
     releaseBatchSize: 50,
+    metrics,
     logger,
   });
-  return { linkServer, catalogue, completions: { runner, keeper, chain: serviceChain } };
+  return {
+    linkServer,
+    catalogue,
+    metrics,
+    completions: { runner, keeper, chain: serviceChain, lifecycle, lifecycleRelay },
+  };
 }
 
 /**

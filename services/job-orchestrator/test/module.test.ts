@@ -6,18 +6,21 @@ import { closeClient, createClient, GrpcStatus } from '@svc/proto';
 import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import { LinkRefusalReason } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
 import { runTarget, type RunningTarget } from '@svc/runtime';
-import { useDevnet, waitUntil } from '@svc/testkit';
+import { sampleValue, scrape, useDevnet, waitUntil } from '@svc/testkit';
 import { jobOrchestratorModule, type JobOrchestratorInstance } from '../src/module.js';
 import { ChainSide } from './support/chain-side.js';
 import { completionRequest } from './support/completion-stack.js';
+import { healthStatus } from './support/health.js';
 import { DEPLOYED_MODELS, MODEL } from './support/models.js';
 import { RawLink } from './support/raw-link.js';
-import { fundedWallet } from './support/reference-worker.js';
+import { fundedWallet, startReferenceWorker } from './support/reference-worker.js';
 
 const devnet = useDevnet({ models: DEPLOYED_MODELS });
 let store: MemoryStore;
 let running: RunningTarget;
 let registered: Wallet;
+const orchestrator = () => running.instances.get('job-orchestrator') as JobOrchestratorInstance;
+const linkAddress = () => orchestrator().listeners['worker-link']!;
 
 beforeAll(async () => {
   const net = devnet();
@@ -29,6 +32,8 @@ beforeAll(async () => {
     {
       env: {
         GRPC_PORT: '0',
+        METRICS_PORT: '0',
+        WORKER_LINK_PORT: '0',
         LINK_HEARTBEAT_INTERVAL: '100ms',
         LINK_PRESENCE_TTL: '500ms',
         ...TEST_SERVICE_TOKEN_SETTINGS,
@@ -122,8 +127,98 @@ describe('jobOrchestratorModule', () => {
     }
   });
 
-  it('serves WorkerLink on the process gRPC server to workers, which send no service token, with its configured heartbeat, until it stops', async () => {
+  it('serves WorkerLink and grpc.health.v1 alone on its link listener: JobOrchestrator is not there, even to the gateway', async () => {
+    expect(linkAddress()).toMatch(/^127\.0\.0\.1:\d+$/);
+    expect(linkAddress()).not.toBe(running.grpcAddress);
+    expect(await healthStatus(linkAddress(), '')).toBe('SERVING');
+    expect(await healthStatus(linkAddress(), 'svc.orchestrator.v1.WorkerLink')).toBe('SERVING');
+    await expect(healthStatus(linkAddress(), 'svc.orchestrator.v1.JobOrchestrator')).rejects.toMatchObject({
+      code: GrpcStatus.NOT_FOUND,
+    });
+    const gateway = createClient(
+      JobOrchestrator,
+      linkAddress(),
+      testServiceClientOptions('job-orchestrator'),
+    );
+    try {
+      await expect(gateway.describeChain({})).rejects.toMatchObject({ status: GrpcStatus.UNIMPLEMENTED });
+      await expect(
+        (async () => {
+          for await (const _ of gateway.runCompletion(
+            completionRequest(registered.address, 'hi', 'reservation-on-the-link'),
+          ));
+        })(),
+      ).rejects.toMatchObject({ status: GrpcStatus.UNIMPLEMENTED });
+    } finally {
+      closeClient(gateway);
+    }
+  });
+
+  it('no longer serves WorkerLink on the process gRPC server', async () => {
+    await expect(healthStatus(running.grpcAddress!, 'svc.orchestrator.v1.WorkerLink')).rejects.toMatchObject({
+      code: GrpcStatus.NOT_FOUND,
+    });
     const link = new RawLink(running.grpcAddress!);
+    try {
+      link.send({
+        case: 'hello',
+        value: { worker: { hex: registered.address }, protocolVersion: 1, software: 'raw-link' },
+      });
+      await expect(link.next()).rejects.toMatchObject({ status: GrpcStatus.UNIMPLEMENTED });
+    } finally {
+      link.close();
+    }
+  });
+
+  it('links the reference worker, which dials the link listener', async () => {
+    const worker = await startReferenceWorker(devnet(), linkAddress());
+    const linked = (live: { address: string }[]) =>
+      live.some(({ address }) => address === worker.wallet.address);
+    try {
+      await waitUntil(() => orchestrator().linkServer!.live(), linked, {
+        what: 'the reference worker in presence',
+        timeoutMs: 15_000,
+      });
+      expect(worker.worker.link?.connected).toBe(true);
+    } finally {
+      await worker.stop();
+    }
+    await waitUntil(
+      () => orchestrator().linkServer!.live(),
+      (live) => !linked(live),
+      {
+        what: 'the stopped worker out of presence',
+        timeoutMs: 5_000,
+      },
+    );
+    // The link's calls count in the process's gRPC metrics, like those of its main server.
+    const connects = { grpc_service: 'svc.orchestrator.v1.WorkerLink', grpc_method: 'Connect' };
+    await waitUntil(
+      async () => sampleValue(await scrape(running.metricsUrl!), 'grpc_server_handled_total', connects),
+      (ended) => (ended ?? 0) >= 1,
+      { what: 'the ended link in grpc_server_handled_total', timeoutMs: 5_000 },
+    );
+  }, 30_000);
+
+  it('fails to start when its link port is taken, and stops what it began', async () => {
+    const taken = linkAddress().slice(linkAddress().lastIndexOf(':') + 1);
+    const logger = createLogger({ service: 'orchestrator-test', level: 'silent' });
+    await expect(
+      runTarget(
+        { name: 'job-orchestrator', modules: [jobOrchestratorModule] },
+        {
+          env: { GRPC_PORT: '0', METRICS_PORT: '0', WORKER_LINK_PORT: taken, ...TEST_SERVICE_TOKEN_SETTINGS },
+          provided: { store, chain: devnet().connection() },
+          logger,
+        },
+      ),
+    ).rejects.toThrow(`the worker link cannot listen on 127.0.0.1:${taken}`);
+    // The running one still serves its workers.
+    expect(await healthStatus(linkAddress(), '')).toBe('SERVING');
+  });
+
+  it('serves WorkerLink on its listener to workers, which send no service token, with its configured heartbeat, until it stops', async () => {
+    const link = new RawLink(linkAddress());
     try {
       const welcome = await link.handshake(registered.address, registered);
       expect(welcome).toMatchObject({
@@ -134,21 +229,23 @@ describe('jobOrchestratorModule', () => {
         },
       });
       link.send({ case: 'heartbeat', value: { models: [MODEL.name], freeJobSlots: 1, freeSessionSlots: 1 } });
-      const instance = running.instances.get('job-orchestrator') as JobOrchestratorInstance;
       await waitUntil(
-        () => instance.linkServer!.live(),
+        () => orchestrator().linkServer!.live(),
         (live) => live.length === 1,
         {
           what: 'the worker in presence',
           timeoutMs: 5_000,
         },
       );
+      const address = linkAddress();
       await running.stop();
       expect(await link.next()).toMatchObject({
         case: 'refusal',
         value: { reason: LinkRefusalReason.SHUTTING_DOWN },
       });
       expect(await store.presence.list('worker-link:workers')).toEqual([]);
+      // The listener went with it.
+      await expect(healthStatus(address, '')).rejects.toMatchObject({ code: GrpcStatus.UNAVAILABLE });
     } finally {
       link.close();
     }

@@ -21,8 +21,8 @@ export function createKeyServiceModule(options: KeyServiceModuleOptions = {}) {
   return defineModule({
     name: 'key-service',
     configShape: keyServiceConfigShape,
-    needs: ['database', 'store', 'bus', 'grpc'],
-    build(config, { database, store, bus, grpc, logger }) {
+    needs: ['database', 'store', 'bus', 'grpc', 'metrics'],
+    build(config, { database, store, bus, grpc, metrics, logger }) {
       let db: PrismaClient | undefined;
       let service: KeyServiceInstance | undefined;
       return {
@@ -40,7 +40,16 @@ export function createKeyServiceModule(options: KeyServiceModuleOptions = {}) {
             signingKeyId: config.SIGNIN_TOKEN_SIGNING_KEY_ID,
             verificationKeys: config.SIGNIN_TOKEN_VERIFICATION_KEYS,
           });
-          service = buildKeyService({ config, db, store, bus, tokenKeys, logger, now: options.now });
+          service = buildKeyService({
+            config,
+            db,
+            store,
+            bus,
+            tokenKeys,
+            logger,
+            metrics,
+            now: options.now,
+          });
           await service.start();
           grpc.add(KeyService, service.handlers, {
             authenticate: serviceCallers(config, { service: 'key-service', callers: ['gateway'] }),

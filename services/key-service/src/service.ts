@@ -7,6 +7,7 @@ import {
   type Store,
 } from '@svc/platform';
 import type { ServiceImpl } from '@svc/proto';
+import type { Registry } from 'prom-client';
 import type { KeyServiceConfig } from './config.js';
 import type { PrismaClient } from './db/database.js';
 import { OutboxRelay } from './events/outbox-relay.js';
@@ -19,6 +20,7 @@ import { ApiKeyHasher } from './keys/api-key-secret.js';
 import { ApiKeys } from './keys/api-keys.js';
 import { KeyResolver } from './keys/key-resolver.js';
 import { LimitHits } from './keys/limit-hits.js';
+import { KeyServiceMetrics } from './observability/key-service-metrics.js';
 import { SignIn } from './signin/sign-in.js';
 import { SignInChallenges, type SiweSettings } from './signin/sign-in-challenges.js';
 import { SignInTokens } from './signin/sign-in-tokens.js';
@@ -38,12 +40,15 @@ export interface KeyServicePorts {
   readonly logger: Logger;
   /** The clock of sign-in checks and tokens (reservation expiries use the database's). */
   readonly now?: () => Date;
+  /** Where its metrics are registered (the process's registry); default a registry of their own. */
+  readonly metrics?: Registry;
 }
 
 export interface KeyServiceInstance {
   readonly handlers: ServiceImpl<KeyServiceMethods>;
   readonly domain: KeyServiceDomain;
   readonly relay: OutboxRelay;
+  readonly metrics: KeyServiceMetrics;
   /** Subscribes to job lifecycle events and starts the outbox relay and the reservation sweeper. */
   start(): Promise<void>;
   /** Stops the background work (waiting for passes in progress); leaves the ports open. */
@@ -73,27 +78,32 @@ export function buildKeyService(ports: KeyServicePorts): KeyServiceInstance {
     },
     now,
   );
-  const signIn = new SignIn(challenges, new SignedMessageVerifier(challenges, siwe, now), tokens);
-
   const relay = new OutboxRelay(
     db,
     bus,
     { pollIntervalMs: config.OUTBOX_POLL_INTERVAL, batchSize: config.OUTBOX_BATCH_SIZE },
     logger,
   );
+  const metrics = new KeyServiceMetrics(ports.metrics, () => relay.backlog());
+  const signIn = new SignIn(challenges, new SignedMessageVerifier(challenges, siwe, now), tokens, metrics);
+
   const hasher = new ApiKeyHasher(config.API_KEY_PEPPER);
   const apiKeys = new ApiKeys(
     db,
     hasher,
     store.revocations,
     { maxActiveKeysPerWallet: config.MAX_ACTIVE_KEYS_PER_WALLET },
-    () => relay.wake(),
+    (kind) => {
+      relay.wake();
+      metrics.keyChanged(kind);
+    },
   );
   const resolver = new KeyResolver(db, hasher, store.revocations, logger);
-  const ledger = new SpendLedger(db, {
-    defaultTtlMs: config.RESERVATION_DEFAULT_TTL,
-    maxTtlMs: config.RESERVATION_MAX_TTL,
-  });
+  const ledger = new SpendLedger(
+    db,
+    { defaultTtlMs: config.RESERVATION_DEFAULT_TTL, maxTtlMs: config.RESERVATION_MAX_TTL },
+    metrics,
+  );
   const limitHits = new LimitHits(db);
   const sweeper = createReservationSweeper(
     ledger,
@@ -114,6 +124,7 @@ export function buildKeyService(ports: KeyServicePorts): KeyServiceInstance {
     handlers: keyServiceHandlers(domain),
     domain,
     relay,
+    metrics,
     async start() {
       await bus.ensureTopics([keyEventsTopic, jobLifecycleTopic]);
       lifecycleSubscription = await bus.subscribe(jobLifecycleTopic, {

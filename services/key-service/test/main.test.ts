@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
 import { generateKeyServiceSecrets } from '../src/secrets.js';
 import { randomWallet } from './support/sign-in.js';
-import { createTestDatabase, type TestDatabase } from '@svc/testkit';
+import { createTestDatabase, sampleValue, scrape, type TestDatabase } from '@svc/testkit';
 import { createTestStore, type TestStore } from './support/test-store.js';
 
 const packageDir = fileURLToPath(new URL('..', import.meta.url));
@@ -51,21 +51,26 @@ function spawnMain(settings: Record<string, string>, stderr: 'inherit' | 'pipe')
       STORE_NAMESPACE: redis.namespace,
       GRPC_HOST: '127.0.0.1',
       GRPC_PORT: '0',
+      METRICS_PORT: '0',
       ...settings,
     },
     stdio: ['ignore', 'pipe', stderr],
   });
 }
 
-/** Starts src/main.ts as a container does and resolves with the gRPC address from its "started" log line. */
-function startMain(): Promise<string> {
+/**
+ * Starts src/main.ts as a container does and resolves with its gRPC address and metrics URL from its
+ * "started" log line.
+ */
+function startMain(): Promise<{ grpc: string; metrics: string }> {
   child = spawnMain(DEPLOYMENT_SETTINGS, 'inherit');
   const lines = createInterface({ input: child.stdout! });
   return new Promise((resolve, reject) => {
     child!.once('exit', (code) => reject(new Error(`key-service exited early with code ${code}`)));
     lines.on('line', (line) => {
-      const entry = JSON.parse(line) as { msg?: string; grpc?: string };
-      if (entry.msg === 'key-service started' && entry.grpc) resolve(entry.grpc);
+      const entry = JSON.parse(line) as { msg?: string; grpc?: string; metrics?: string };
+      if (entry.msg === 'key-service started' && entry.grpc && entry.metrics)
+        resolve({ grpc: entry.grpc, metrics: entry.metrics });
     });
   });
 }
@@ -90,8 +95,8 @@ describe('main', () => {
     expect(output).not.toContain('too-short');
   });
 
-  it('migrates, serves the KeyService over gRPC, and stops cleanly on SIGTERM', async () => {
-    const address = await startMain();
+  it('migrates, serves the KeyService over gRPC with its metrics, and stops cleanly on SIGTERM', async () => {
+    const { grpc: address, metrics } = await startMain();
     const client = createClient(
       KeyService,
       address,
@@ -123,6 +128,26 @@ describe('main', () => {
         expect((error as RpcError).appCode).toBeUndefined();
       }
       await expect(anonymous.getJwks({})).rejects.toMatchObject({ status: GrpcStatus.UNAUTHENTICATED });
+
+      // The runner's listener serves the process's metrics: the service's own, its gRPC calls by status
+      // code, its event consumers, and Node's.
+      const text = await scrape(metrics);
+      expect(sampleValue(text, 'svc_key_service_sign_ins_total', { outcome: 'verified' })).toBe(1);
+      expect(sampleValue(text, 'svc_key_service_api_key_changes_total', { change: 'minted' })).toBe(1);
+      expect(sampleValue(text, 'svc_key_service_outbox_pending_events')).toBeGreaterThanOrEqual(0);
+      const mintKey = { grpc_service: 'svc.key.v1.KeyService', grpc_method: 'MintKey' };
+      expect(sampleValue(text, 'grpc_server_handled_total', { ...mintKey, grpc_code: 'OK' })).toBe(1);
+      expect(
+        sampleValue(text, 'grpc_server_handled_total', { ...mintKey, grpc_code: 'UNAUTHENTICATED' }),
+      ).toBe(2);
+      expect(sampleValue(text, 'grpc_server_handling_seconds_count', mintKey)).toBe(3);
+      expect(
+        sampleValue(text, 'svc_event_subscription_live', {
+          topic: 'svc.job-lifecycle.v1',
+          group: 'key-service.spend-settlement',
+        }),
+      ).toBe(1);
+      expect(sampleValue(text, 'process_cpu_seconds_total')).toBeGreaterThan(0);
     } finally {
       closeClient(client);
       closeClient(anonymous);

@@ -19,8 +19,8 @@ export interface PaymentSettlerInstance extends ServiceInstance {
 export const paymentSettlerModule = defineModule({
   name: 'payment-settler',
   configShape: paymentSettlerConfigShape,
-  needs: ['store', 'chain', 'grpc'],
-  build(config, { store, chain, grpc, logger }): PaymentSettlerInstance {
+  needs: ['store', 'chain', 'grpc', 'metrics'],
+  build(config, { store, chain, grpc, metrics, logger }): PaymentSettlerInstance {
     let provider: JsonRpcProvider | undefined;
     let parts: PaymentSettlerParts | undefined;
     return {
@@ -39,6 +39,7 @@ export const paymentSettlerModule = defineModule({
           provider,
           chainId: BigInt(chain.chainId),
           logger,
+          metrics,
         });
         if (parts) await verifyFacilitatorSetup(config, parts, client);
         else logger.warn('FACILITATOR_PRIVATE_KEY is not set: this server takes no per-call payments');

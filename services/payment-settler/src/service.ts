@@ -1,7 +1,9 @@
 import { Wallet, type JsonRpcProvider } from 'ethers';
 import { OperatorLanes, StoreSentTransactionJournal, TransactionSender, type ChainClient } from '@svc/chain';
 import type { Logger, Store } from '@svc/platform';
+import type { Registry } from 'prom-client';
 import type { PaymentSettlerConfig } from './config.js';
+import { PaymentSettlerMetrics } from './observability/payment-settler-metrics.js';
 import type { PaymentSettlerParts } from './payment-settler-service.js';
 import { NonceReservations } from './payments/nonce-reservations.js';
 import { PaymentSettlement } from './payments/payment-settlement.js';
@@ -15,6 +17,8 @@ export interface PaymentSettlerPorts {
   readonly provider: JsonRpcProvider;
   readonly chainId: bigint;
   readonly logger: Logger;
+  /** Where its metrics are registered (the process's registry); default a registry of their own. */
+  readonly metrics?: Registry;
 }
 
 /**
@@ -46,16 +50,18 @@ export function buildPaymentSettler(ports: PaymentSettlerPorts): PaymentSettlerP
     config.CHAIN_CACHE_TTL,
   );
   const reservations = new NonceReservations(store.values, store.locks, config.SETTLED_PAYMENT_TTL);
+  const metrics = new PaymentSettlerMetrics(ports.metrics);
   return {
     terms,
     reservations,
-    verifier: new PaymentVerifier(chain, terms, reservations),
+    verifier: new PaymentVerifier(chain, terms, reservations, metrics),
     settlement: new PaymentSettlement({
       chain,
       provider,
       sender,
       reservations,
       maxFeePerBlobGas: config.MAX_FEE_PER_BLOB_GAS,
+      metrics,
       logger,
     }),
     defaultReservationTtlMs: config.PAYMENT_RESERVATION_TTL,

@@ -6,7 +6,7 @@ import {
   PaymentRefusalCode,
   PaymentReservationState,
 } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
-import { useDevnet } from '@svc/testkit';
+import { sampleValue, scrape, useDevnet } from '@svc/testkit';
 import { paymentSignatureFor } from '@svc/x402';
 import {
   ACCOUNTS,
@@ -251,5 +251,42 @@ describe('a deadline far in the future', () => {
     const held = verifiedOf(await verify(first.client, paymentSignature));
     expect(held.deadline?.seconds).toBe(deadline);
     await first.client.releasePayment({ reservationId: held.reservationId });
+  });
+});
+
+describe('metrics', () => {
+  it("count verifications and settlements by outcome and code, and the gRPC calls, on the runner's listener", async () => {
+    const metricsUrl = first.running.metricsUrl!;
+    const read = async (name: string, labels: Record<string, string>) =>
+      sampleValue(await scrape(metricsUrl), name, labels) ?? 0;
+    const VERIFICATIONS = 'svc_payment_settler_verifications_total';
+    const SETTLEMENTS = 'svc_payment_settler_settlements_total';
+    const nonceUsed = { outcome: 'refused', code: 'invalid_prepaid_debit_payload_nonce_used' };
+    const lapsed = { outcome: 'refused', code: 'invalid_transaction_state' };
+    const settleCalls = {
+      grpc_service: 'svc.payment.v1.PaymentSettler',
+      grpc_method: 'SettlePayment',
+      grpc_code: 'OK',
+    };
+    const before = {
+      verified: await read(VERIFICATIONS, { outcome: 'verified' }),
+      nonceUsed: await read(VERIFICATIONS, nonceUsed),
+      lapsed: await read(SETTLEMENTS, lapsed),
+      timed: await read('svc_payment_settler_settle_seconds_count', { outcome: 'refused' }),
+      settleCalls: await read('grpc_server_handled_total', settleCalls),
+    };
+
+    const paymentSignature = await signedPayment();
+    verifiedOf(await verify(first.client, paymentSignature));
+    expect(refusalOf(await verify(first.client, paymentSignature)).code).toBe(PaymentRefusalCode.NONCE_USED);
+    await settleRefusal(first.client, 'no-such-reservation');
+
+    expect(await read(VERIFICATIONS, { outcome: 'verified' })).toBe(before.verified + 1);
+    expect(await read(VERIFICATIONS, nonceUsed)).toBe(before.nonceUsed + 1);
+    expect(await read(SETTLEMENTS, lapsed)).toBe(before.lapsed + 1);
+    expect(await read('svc_payment_settler_settle_seconds_count', { outcome: 'refused' })).toBe(
+      before.timed + 1,
+    );
+    expect(await read('grpc_server_handled_total', settleCalls)).toBe(before.settleCalls + 1);
   });
 });

@@ -79,7 +79,7 @@ export const workerConfigShape = {
   MAX_DELTA_CHARS: env.int({ doc: 'A delta goes out once this much text is held.', default: 512, min: 1 }),
 
   ORCHESTRATOR_LINK: env.optionalString({
-    doc: '`host:port` of the orchestrator WorkerLink; unset serves on chain only, without streaming.',
+    doc: "`host:port` of the orchestrator's worker link listener (its WORKER_LINK_HOST and WORKER_LINK_PORT, 50052 by default; not its gRPC port); unset serves on chain only, without streaming. The all-in-one target points it at its own orchestrator.",
   }),
   LINK_BACKOFF_INITIAL: env.durationMs({
     doc: 'First redial delay of the worker link (doubles per failure, with jitter).',

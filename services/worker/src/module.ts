@@ -28,8 +28,8 @@ export const workerModule = defineModule({
   name: 'worker',
   configShape: workerConfigShape,
   needs: ['chain'],
-  // In the all-in-one process the worker links to the orchestrator running beside it.
-  peers: { ORCHESTRATOR_LINK: 'job-orchestrator' },
+  // In the all-in-one process the worker links to the orchestrator running beside it, on its link listener.
+  peers: { ORCHESTRATOR_LINK: { target: 'job-orchestrator', listener: 'worker-link' } },
   build(config, { chain, logger, stateDir }): WorkerInstance {
     const dataDir = config.DATA_DIR ?? join(stateDir, 'worker');
     let provider: JsonRpcProvider | undefined;
@@ -38,7 +38,9 @@ export const workerModule = defineModule({
     let healthUrl: string | undefined;
 
     async function stop(): Promise<void> {
-      if (worker) await Promise.race([worker.drain(), sleep(config.DRAIN_TIMEOUT)]);
+      // Unreferenced: a drain that ends first must not leave the timer holding the process open.
+      if (worker)
+        await Promise.race([worker.drain(), sleep(config.DRAIN_TIMEOUT, undefined, { ref: false })]);
       await health?.close();
       await worker?.stop();
       provider?.destroy();

@@ -33,7 +33,6 @@ export const services: readonly Component[] = [
     alsoWired: {
       PUBLIC_URL: 'defaults to http://localhost:<PORT>',
       PORT: 'the Service, probes and NetworkPolicy name the port',
-      METRICS_PORT: 'the metrics Service and ServiceMonitor name the port',
       HTTP_HOST: 'bound on every interface for the Service',
       CONSOLE_DIR: 'gateway.console: false turns the console off',
     },
@@ -120,6 +119,8 @@ export const DEPENDENCY_SETTINGS: Readonly<Record<string, readonly string[]>> = 
   database: ['DATABASE_URL'],
   chain: ['RPC_URL', 'CHAIN_ID', 'JOB_REGISTRY_ADDRESS', 'WORKER_REGISTRY_ADDRESS'],
   grpc: ['GRPC_HOST', 'GRPC_PORT'],
+  // The metrics Service and the ServiceMonitor name the port.
+  metrics: ['METRICS_HOST', 'METRICS_PORT'],
 };
 
 /**

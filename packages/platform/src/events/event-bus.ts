@@ -43,19 +43,26 @@ export interface SubscribeOptions<Desc extends DescMessage> {
   readonly fromBeginning?: boolean;
 }
 
-/** Whether one subscription's consumer is consuming, as readiness sees it. */
+/**
+ * What one subscription's consumer is doing:
+ * - `live`: consuming (a rebalance or a restart kafkajs recovers from by itself stays live);
+ * - `reconnecting`: out of its group longer than a join may take while the bus keeps trying (the brokers
+ *   unreachable, no group coordinator): a state of the cluster, which every replica shares;
+ * - `dead`: crashed with an error the client will not restart from (an authorization failure, a topic
+ *   gone, a bug): this process's consumer, started again with a backoff until one joins.
+ */
+export type SubscriptionState = 'live' | 'reconnecting' | 'dead';
+
+/** Whether one subscription's consumer is consuming, as readiness and metrics see it. */
 export interface SubscriptionHealth {
   readonly topic: string;
   readonly group: string;
-  /**
-   * False while its consumer is down: it crashed for good (the bus keeps trying to start it again), or
-   * it has been out of its group longer than a join may take (kicked and unable to rejoin, broker gone).
-   * A consumer that is only rebalancing or restarting briefly stays live.
-   */
+  readonly state: SubscriptionState;
+  /** `state === 'live'`: the one number a gauge needs (events are reaching the handler). */
   readonly live: boolean;
   /** Why it is not live, from the consumer's last error; undefined while live. */
   readonly reason?: string;
-  /** Since when it has not been live. */
+  /** Since when it has not been live (when it left its group, or crashed). */
   readonly downSince?: Date;
 }
 
@@ -65,7 +72,7 @@ export interface EventSubscription {
    * it had not acknowledged goes to the next member of the group.
    */
   close(): Promise<void>;
-  /** This consumer's health now (cheap, synchronous: readiness polls it). */
+  /** This consumer's health now (cheap, synchronous: readiness and the key cache poll it). */
   health(): SubscriptionHealth;
 }
 
@@ -99,8 +106,8 @@ export interface EventBus {
     options: SubscribeOptions<Desc>,
   ): Promise<EventSubscription>;
   /**
-   * The health of every open subscription (closed ones drop out). The process is ready only while all
-   * of them are live: the runner turns this into `/readyz` and grpc.health.v1 (see @svc/runtime).
+   * The health of every open subscription (closed ones drop out). The runner's readiness takes a
+   * process out of rotation while one is `dead` (see @svc/runtime); `reconnecting` is logged, not unready.
    */
   health(): readonly SubscriptionHealth[];
   /** Closes every subscription (waiting for in-flight handlers) and the producer. */

@@ -19,6 +19,7 @@ export type {
   ReceivedEvent,
   SubscribeOptions,
   SubscriptionHealth,
+  SubscriptionState,
 } from './event-bus.js';
 export { KafkaEventBus } from './kafka/kafka-event-bus.js';
 export {

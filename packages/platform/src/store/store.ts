@@ -184,6 +184,33 @@ export interface Presence {
   withdraw(group: string, member: string): Promise<boolean>;
 }
 
+/** Position of an entry in its queue; opaque to callers, ordered by push. */
+export type QueueEntryId = string;
+
+export interface QueuedEntry {
+  readonly id: QueueEntryId;
+  readonly payload: Uint8Array;
+}
+
+/**
+ * Durable first-in first-out queues, kept until their entries are removed (nothing expires): an outbox
+ * of events a relay hands on to the bus, so an event outlives the replica that queued it and an outage of
+ * the bus. Pushes that follow one another (each awaited) keep their order for every reader.
+ */
+export interface Queues {
+  /**
+   * Appends `payload` at the tail. With `maxLength`, refuses (null, nothing added) while the queue holds
+   * that many entries or more, in the same atomic step; without it, always appends.
+   */
+  push(queue: string, payload: Uint8Array, maxLength?: number): Promise<QueueEntryId | null>;
+  /** Up to `count` entries from the head, oldest first, left in the queue. */
+  peek(queue: string, count: number): Promise<QueuedEntry[]>;
+  /** Removes these entries (once handed on); ids no longer there are ignored. Returns how many it removed. */
+  remove(queue: string, ids: readonly QueueEntryId[]): Promise<number>;
+  /** Entries in the queue. */
+  length(queue: string): Promise<number>;
+}
+
 /** Transaction nonces of one account shared by several replicas that send from it. */
 export interface NonceAllocator {
   /**
@@ -241,6 +268,7 @@ export interface Store {
   readonly counters: Counters;
   readonly tallies: Tallies;
   readonly frames: FrameStreams;
+  readonly queues: Queues;
   readonly presence: Presence;
   readonly nonces: NonceAllocator;
   readonly revocations: RevocationMarkers;

@@ -142,6 +142,7 @@ describe('EmbeddedEventBus', () => {
     expect(crashed.health()).toEqual({
       topic: topic.name,
       group: 'g',
+      state: 'dead',
       live: false,
       reason: 'SASL authentication failed',
       downSince: expect.any(Date),
@@ -158,13 +159,37 @@ describe('EmbeddedEventBus', () => {
     expect(crashedSeen).toEqual([]);
 
     bus.simulateConsumerRecovery(crashed);
-    expect(crashed.health()).toEqual({ topic: topic.name, group: 'g', live: true });
+    expect(crashed.health()).toEqual({ topic: topic.name, group: 'g', state: 'live', live: true });
     await bus.publishBatch(
       topic,
       burst(10, 4).map((message) => ({ message })),
     );
     await waitFor(() => crashedSeen.length + otherSeen.length === 20 || undefined, { what: '20 deliveries' });
     expect(crashedSeen.length).toBeGreaterThan(0);
+  });
+
+  it('reports consumers reconnecting during a simulated broker outage, and delivers what was held once it ends', async () => {
+    bus = new EmbeddedEventBus({ partitions: 2, handlerRetry: fastRetry, publishTimeoutMs: 1_000 });
+    const topic = sampleTopic('outage');
+    const seen: number[] = [];
+    const subscription = await bus.subscribe(topic, {
+      group: 'g',
+      handler: async (event) => void seen.push(readSample(event.message).seq),
+    });
+
+    bus.simulateBrokerOutage(true);
+    expect(subscription.health()).toMatchObject({
+      state: 'reconnecting',
+      live: false,
+      downSince: expect.any(Date) as unknown as Date,
+    });
+    const held = bus.publish(topic, sampleEvent({ eventId: 'held', key: 'k', seq: 1 }));
+
+    bus.simulateBrokerOutage(false);
+    await held;
+    expect(subscription.health()).toEqual({ topic: topic.name, group: 'g', state: 'live', live: true });
+    await waitFor(() => seen.length === 1 || undefined, { what: 'the held event' });
+    expect(seen).toEqual([1]);
   });
 
   it('hands the event a crashed consumer was handling to the next member', async () => {

@@ -409,10 +409,10 @@ export function describeEventBusContract(
 
         const ofTopic = () => bus.health().filter((health) => health.topic === topic.name);
         expect(ofTopic()).toEqual([
-          { topic: topic.name, group: first, live: true },
-          { topic: topic.name, group: second, live: true },
+          { topic: topic.name, group: first, state: 'live', live: true },
+          { topic: topic.name, group: second, state: 'live', live: true },
         ]);
-        expect(subscription.health()).toEqual({ topic: topic.name, group: first, live: true });
+        expect(subscription.health()).toEqual({ topic: topic.name, group: first, state: 'live', live: true });
 
         await subscription.close();
         expect(ofTopic().map((health) => health.group)).toEqual([second]);

@@ -56,10 +56,39 @@ export class FakeProducer {
     }
   }
 
+  /**
+   * While set, sends wait (as kafkajs retrying a broker that does not answer) until `releaseHeldSends`
+   * lands them, in the order they were sent, or fails them.
+   */
+  holdSends = false;
+  readonly #held: Array<{ record: ProducerRecord; settle: (landed: boolean) => void }> = [];
+
   async send(record: ProducerRecord): Promise<[]> {
     if (this.hangSends) return new Promise<[]>(() => undefined);
+    if (this.holdSends) {
+      return new Promise<[]>((resolve, reject) =>
+        this.#held.push({
+          record,
+          settle: (landed) => {
+            if (!landed) return reject(new Error('KafkaJSNumberOfRetriesExceeded'));
+            this.sent.push(record);
+            resolve([]);
+          },
+        }),
+      );
+    }
     this.sent.push(record);
     return [];
+  }
+
+  get heldSends(): number {
+    return this.#held.length;
+  }
+
+  /** Ends the hold: every held send lands (or fails), oldest first. */
+  releaseHeldSends(landed = true): void {
+    this.holdSends = false;
+    for (const { settle } of this.#held.splice(0)) settle(landed);
   }
 
   async disconnect(): Promise<void> {

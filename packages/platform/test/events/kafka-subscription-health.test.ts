@@ -62,8 +62,8 @@ describe('KafkaEventBus subscription health', () => {
     await subscribed('b');
 
     expect(bus.health()).toEqual([
-      { topic: topic.name, group: 'a', live: true },
-      { topic: topic.name, group: 'b', live: true },
+      { topic: topic.name, group: 'a', state: 'live', live: true },
+      { topic: topic.name, group: 'b', state: 'live', live: true },
     ]);
     await subscription.close();
     expect(bus.health().map((health) => health.group)).toEqual(['b']);
@@ -81,24 +81,34 @@ describe('KafkaEventBus subscription health', () => {
     fake.emit('consumer.group_join', {});
 
     await new Promise((resolve) => setTimeout(resolve, 250));
-    expect(subscription.health()).toEqual({ topic: topic.name, group: 'g', live: true });
+    expect(subscription.health()).toEqual({ topic: topic.name, group: 'g', state: 'live', live: true });
     expect(kafka.consumers).toHaveLength(1);
   });
 
-  it('is not live once out of its group longer than a join may take, and live again when it rejoins', async () => {
+  it('is reconnecting once out of its group longer than a join may take, logs it once, and live again when it rejoins', async () => {
     const { subscription, fake } = await subscribed();
 
     crash(fake, true, 'Connection error: connect ECONNREFUSED');
     await waitFor(() => !subscription.health().live || undefined, { what: 'the subscription down' });
     expect(subscription.health()).toMatchObject({
+      state: 'reconnecting',
       live: false,
       reason: expect.stringContaining('out of its group') as unknown as string,
       downSince: expect.any(Date) as unknown as Date,
     });
     expect(subscription.health().reason).toContain('ECONNREFUSED');
 
+    await waitFor(
+      () => logs.some((line) => line.message.startsWith('Kafka consumer is reconnecting')) || undefined,
+      {
+        what: 'the change logged',
+      },
+    );
+
     fake.emit('consumer.group_join', {});
     expect(subscription.health().live).toBe(true);
+    expect(logs.filter((line) => line.message.startsWith('Kafka consumer is reconnecting'))).toHaveLength(1);
+    expect(logs.some((line) => line.message === 'Kafka consumer is live again')).toBe(true);
   });
 
   it('after a crash kafkajs will not restart from, is not live and starts a fresh consumer until one joins', async () => {
@@ -115,6 +125,7 @@ describe('KafkaEventBus subscription health', () => {
 
     crash(fake, false);
     expect(subscription.health()).toMatchObject({
+      state: 'dead',
       live: false,
       reason: 'consumer crashed and is being started again: TOPIC_AUTHORIZATION_FAILED',
     });

@@ -86,7 +86,7 @@ describe('publish timeout', () => {
     await sleep(1_500); // kafkajs gives up its connection attempts meanwhile
   }, 15_000);
 
-  it('rejects a send the broker never answers, and close does not wait for it', async () => {
+  it('rejects a send the broker never answers, and close waits for it no longer than the publish timeout', async () => {
     const fake = new FakeKafka();
     const kafka = new KafkaEventBus({
       brokers: ['kafka:9092'],
@@ -105,6 +105,85 @@ describe('publish timeout', () => {
     await kafka.close();
     expect(Date.now() - closing).toBeLessThan(200);
     expect(fake.producers[0]!.disconnects).toBe(1);
+  });
+
+  describe('a send that outlives its timeout', () => {
+    function heldBus(publishTimeoutMs = 50) {
+      const fake = new FakeKafka();
+      const kafka = new KafkaEventBus({
+        brokers: ['kafka:9092'],
+        clientId: 'test',
+        client: fake,
+        publishTimeoutMs,
+      });
+      const producer = fake.producers[0]!;
+      producer.holdSends = true;
+      const landed = () =>
+        producer.sent.map((record) =>
+          record.messages.map((m) => m.key?.toString() + ':' + String(m.headers?.['event-id'])).join(','),
+        );
+      return { kafka, producer, landed };
+    }
+
+    it('lets a retry go out only after the attempt it repeats has settled, so the original lands first', async () => {
+      const { kafka, producer, landed } = heldBus();
+      bus = kafka;
+      // The first attempt times out, but kafkajs keeps it going.
+      await expect(kafka.publish(topic, event(1))).rejects.toBeInstanceOf(PublishTimeoutError);
+      expect(producer.heldSends).toBe(1);
+
+      // The caller retries (the same event, then the next one): neither is sent while the first is pending.
+      const retry = kafka.publishBatch(topic, [{ message: event(1) }, { message: event(2) }]);
+      await sleep(10);
+      expect(producer.heldSends).toBe(1);
+
+      producer.releaseHeldSends();
+      await retry;
+      // The late original, then the retry: a duplicate after its original, never an event before an earlier one.
+      expect(landed()).toEqual(['k:evt-1', 'k:evt-1,k:evt-2']);
+    });
+
+    it('sends the retry alone when the timed-out attempt finally failed', async () => {
+      const { kafka, producer, landed } = heldBus();
+      bus = kafka;
+      await expect(kafka.publish(topic, event(1))).rejects.toBeInstanceOf(PublishTimeoutError);
+      const retry = kafka.publish(topic, event(1));
+      producer.releaseHeldSends(false);
+      await retry;
+      expect(landed()).toEqual(['k:evt-1']);
+    });
+
+    it('times a queued publish out too, while the send before it is still pending', async () => {
+      const { kafka, producer } = heldBus();
+      bus = kafka;
+      await expect(kafka.publish(topic, event(1))).rejects.toBeInstanceOf(PublishTimeoutError);
+      await expect(kafka.publish(topic, event(2))).rejects.toBeInstanceOf(PublishTimeoutError);
+      expect(producer.heldSends).toBe(1);
+      producer.releaseHeldSends();
+      await sleep(5);
+      // The second one went out once the first settled, though its publisher had stopped waiting.
+      expect(producer.sent).toHaveLength(2);
+    });
+
+    it('keeps other topics moving while one topic waits', async () => {
+      const { kafka, producer, landed } = heldBus();
+      bus = kafka;
+      await expect(kafka.publish(topic, event(1))).rejects.toBeInstanceOf(PublishTimeoutError);
+      producer.holdSends = false;
+      await kafka.publish(sampleTopic('publish-timeout-other', 'fixed'), event(9));
+      expect(landed()).toEqual(['k:evt-9']);
+      producer.releaseHeldSends();
+    });
+
+    it('close waits for a timed-out send that may still land, up to one publish timeout', async () => {
+      const { kafka, producer } = heldBus(100);
+      bus = kafka;
+      await expect(kafka.publish(topic, event(1))).rejects.toBeInstanceOf(PublishTimeoutError);
+      setTimeout(() => producer.releaseHeldSends(), 30);
+      await kafka.close();
+      expect(producer.sent).toHaveLength(1);
+      expect(producer.disconnects).toBe(1);
+    });
   });
 
   it('refuses a publish timeout that is not a positive integer', () => {

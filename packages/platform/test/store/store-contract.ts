@@ -8,6 +8,7 @@ import { frameStreamsContract } from './contract/frame-streams.contract.js';
 import { lifecycleContract } from './contract/lifecycle.contract.js';
 import { noncesContract } from './contract/nonces.contract.js';
 import { presenceContract } from './contract/presence.contract.js';
+import { queuesContract } from './contract/queues.contract.js';
 import { rateWindowsContract } from './contract/rate-windows.contract.js';
 import { revocationsContract } from './contract/revocations.contract.js';
 import { talliesContract } from './contract/tallies.contract.js';
@@ -37,6 +38,7 @@ export function describeStoreContract(name: string, setup: StoreContractSetup): 
     countersContract(use);
     talliesContract(use);
     frameStreamsContract(use);
+    queuesContract(use);
     presenceContract(use);
     noncesContract(use);
     revocationsContract(use);

@@ -2,7 +2,7 @@ export { AsyncQueue } from './async-queue.js';
 export { closeClient, createClient, waitForClientReady, type ClientOptions } from './client.js';
 export { grpcServiceDefinition, methodPath } from './definition.js';
 export { GrpcStatus, isRpcError, METADATA, RpcError, type ErrorDetails } from './errors.js';
-export { DEFAULT_MAX_MESSAGE_BYTES, GrpcServer, type GrpcServerOptions } from './server.js';
+export { DEFAULT_MAX_MESSAGE_BYTES, GrpcServer, type EndedCall, type GrpcServerOptions } from './server.js';
 export type {
   CallAuthenticator,
   CallContext,

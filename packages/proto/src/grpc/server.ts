@@ -35,6 +35,17 @@ export interface GrpcServerOptions {
   requireAccess?: boolean;
   /** Told about every call an authenticator refused, before the caller hears UNAUTHENTICATED. */
   onRefused?: (error: unknown, call: CallCredentials) => void;
+  /** Told once about every call of an added service as it ends, refused and cancelled ones too (metrics). */
+  onCallEnd?: (call: EndedCall) => void;
+}
+
+/** How one call ended, as `onCallEnd` hears it. */
+export interface EndedCall {
+  readonly method: DescMethod;
+  /** The status the caller got: OK, the error's, or CANCELLED / UNAVAILABLE for a call cut short. */
+  readonly code: GrpcStatus;
+  /** From the call's arrival (before authentication) to its end. */
+  readonly seconds: number;
 }
 
 type GrpcCall =
@@ -43,6 +54,12 @@ type GrpcCall =
   | grpc.ServerWritableStream<object, object>
   | grpc.ServerDuplexStream<object, object>;
 type AnyHandler = (input: unknown, context: CallContext) => unknown;
+/** A started call's context and handler result; `done` ends it with the status its caller got. */
+interface StartedCall {
+  readonly context: CallContext;
+  readonly result: unknown;
+  done(code: GrpcStatus): void;
+}
 
 /**
  * A @grpc/grpc-js server for protobuf-es services with `grpc.health.v1` built in: every registered
@@ -155,7 +172,8 @@ export class GrpcServer {
       call: GrpcCall,
       input: unknown,
       caller: string | undefined,
-    ): { context: CallContext; result: unknown; done: () => void } => {
+      end: (code: GrpcStatus) => void,
+    ): StartedCall => {
       const abort = new AbortController();
       this.liveCalls.add(abort);
       (call as NodeJS.EventEmitter).on('cancelled', () =>
@@ -164,12 +182,20 @@ export class GrpcServer {
       const context = contextOf(method, call, abort.signal, caller);
       const invoke = () => handler(input, context);
       const result = this.options.runInContext ? this.options.runInContext(context, invoke) : invoke();
-      return { context, result, done: () => this.liveCalls.delete(abort) };
+      return {
+        context,
+        result,
+        done: (code) => {
+          this.liveCalls.delete(abort);
+          end(code);
+        },
+      };
     };
     // The caller is authenticated before anything of the call is read or run; a refused call never
     // reaches the handler.
     const admit = (
       call: GrpcCall,
+      end: (code: GrpcStatus) => void,
       proceed: (caller: string | undefined) => void,
       refuse: (status: Partial<grpc.StatusObject>) => void,
     ): void => {
@@ -185,7 +211,11 @@ export class GrpcServer {
           return call.getPeer();
         },
       };
-      const refused = (error: unknown) => refuse(this.refusal(error, credentials));
+      const refused = (error: unknown) => {
+        const status = this.refusal(error, credentials);
+        refuse(status);
+        end(status.code ?? GrpcStatus.UNAUTHENTICATED);
+      };
       let outcome: string | Promise<string>;
       try {
         outcome = authenticate(credentials);
@@ -197,44 +227,61 @@ export class GrpcServer {
       else
         outcome.then((caller) => {
           // The caller may have given up while its credentials were checked: nothing to run then.
-          if (!call.cancelled) proceed(caller);
+          if (call.cancelled) end(GrpcStatus.CANCELLED);
+          else proceed(caller);
         }, refused);
     };
 
     switch (method.methodKind) {
       case 'unary':
         return (call: grpc.ServerUnaryCall<object, object>, callback: grpc.sendUnaryData<object>) => {
+          const end = this.callEnder(method);
           admit(
             call,
-            (caller) => this.respondOnce(method, run(call, call.request, caller), callback),
+            end,
+            (caller) => this.respondOnce(method, run(call, call.request, caller, end), callback),
             (status) => callback(status),
           );
         };
       case 'client_streaming':
         return (call: grpc.ServerReadableStream<object, object>, callback: grpc.sendUnaryData<object>) => {
+          const end = this.callEnder(method);
           admit(
             call,
-            (caller) => this.respondOnce(method, run(call, readRequests(call), caller), callback),
+            end,
+            (caller) => this.respondOnce(method, run(call, readRequests(call), caller, end), callback),
             (status) => callback(status),
           );
         };
       case 'server_streaming':
         return (call: grpc.ServerWritableStream<object, object>) => {
+          const end = this.callEnder(method);
           admit(
             call,
-            (caller) => void this.respondStream(method, run(call, call.request, caller), call),
+            end,
+            (caller) => void this.respondStream(method, run(call, call.request, caller, end), call),
             (status) => call.emit('error', status),
           );
         };
       case 'bidi_streaming':
         return (call: grpc.ServerDuplexStream<object, object>) => {
+          const end = this.callEnder(method);
           admit(
             call,
-            (caller) => void this.respondStream(method, run(call, readRequests(call), caller), call),
+            end,
+            (caller) => void this.respondStream(method, run(call, readRequests(call), caller, end), call),
             (status) => call.emit('error', status),
           );
         };
     }
+  }
+
+  /** Reports a call's end to `onCallEnd`, timed from now. */
+  private callEnder(method: DescMethod): (code: GrpcStatus) => void {
+    const onCallEnd = this.options.onCallEnd;
+    if (!onCallEnd) return () => undefined;
+    const arrived = performance.now();
+    return (code) => onCallEnd({ method, code, seconds: (performance.now() - arrived) / 1000 });
   }
 
   /**
@@ -248,43 +295,51 @@ export class GrpcServer {
     return { code: rpcError.status, details: rpcError.message, metadata: rpcError.toMetadata() };
   }
 
-  private respondOnce(
-    method: DescMethod,
-    started: { context: CallContext; result: unknown; done: () => void },
-    callback: grpc.sendUnaryData<object>,
-  ): void {
+  private respondOnce(method: DescMethod, started: StartedCall, callback: grpc.sendUnaryData<object>): void {
     Promise.resolve(started.result).then(
       (response) => {
-        started.done();
+        started.done(GrpcStatus.OK);
         callback(null, create(method.output, response as never));
       },
       (error: unknown) => {
-        started.done();
-        callback(this.toServiceError(error, started.context));
+        const status = this.toServiceError(error, started.context);
+        started.done(status.code);
+        callback(status);
       },
     );
   }
 
   private async respondStream(
     method: DescMethod,
-    started: { context: CallContext; result: unknown; done: () => void },
+    started: StartedCall,
     call: grpc.ServerWritableStream<object, object> | grpc.ServerDuplexStream<object, object>,
   ): Promise<void> {
+    const { signal } = started.context;
+    let code: GrpcStatus = GrpcStatus.OK;
     try {
       for await (const response of started.result as AsyncIterable<unknown>) {
-        if (started.context.signal.aborted) break;
-        if (!call.write(create(method.output, response as never)))
-          await drained(call, started.context.signal);
+        if (signal.aborted) break;
+        if (!call.write(create(method.output, response as never))) await drained(call, signal);
       }
-      if (!started.context.signal.aborted) call.end();
+      if (!signal.aborted) call.end();
     } catch (error) {
-      if (!started.context.signal.aborted) call.emit('error', this.toServiceError(error, started.context));
+      if (!signal.aborted) {
+        const status = this.toServiceError(error, started.context);
+        code = status.code;
+        call.emit('error', status);
+      }
     } finally {
-      started.done();
+      // Cut short: cancelled by the caller, or by a shutdown whose grace ran out.
+      if (signal.aborted)
+        code = signal.reason instanceof RpcError ? signal.reason.status : GrpcStatus.CANCELLED;
+      started.done(code);
     }
   }
 
-  private toServiceError(error: unknown, context: CallContext): Partial<grpc.StatusObject> {
+  private toServiceError(
+    error: unknown,
+    context: CallContext,
+  ): Partial<grpc.StatusObject> & { code: GrpcStatus } {
     let rpcError = error instanceof RpcError ? error : this.options.mapError?.(error);
     if (!rpcError) {
       this.options.onUnexpectedError?.(error, context);

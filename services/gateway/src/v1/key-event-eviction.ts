@@ -56,8 +56,9 @@ export function keyEventEvictionHandler(cache: KeyResolutionCache, logger: Logge
  * This only shortens the life of stale entries: revocation itself is enforced by the store's marker.
  *
  * A subscription that fails (the brokers unreachable at start-up) is tried again with a backoff, so the
- * promise resolves once subscribed; it rejects only when the bus closes first. Once subscribed, a consumer
- * that dies shows in the bus's health, which the runner's readiness reports.
+ * promise resolves once subscribed; it rejects only when the bus closes first. Until then, and while the
+ * consumer is not live, the gateway's cache is off (see buildGatewayApp); a consumer that dies also shows
+ * in the bus's health, which the runner's readiness reports.
  */
 export async function evictOnKeyEvents(
   feed: KeyEventFeed,
@@ -74,7 +75,7 @@ export async function evictOnKeyEvents(
       const retryInMs = retryDelayMs(retry, attempt);
       logger.warn(
         { err: error, topic: feed.topic.name, attempt, retryInMs },
-        'could not subscribe to key events; trying again (not ready meanwhile)',
+        'could not subscribe to key events; trying again (the key cache is off meanwhile)',
       );
       // Not holding the process open: a stopping gateway does not wait for the next attempt.
       await sleep(retryInMs, undefined, { ref: false });

@@ -6,7 +6,7 @@ import { silentLogger } from './key-service.js';
 
 export interface RunningGateway {
   readonly baseUrl: string;
-  /** The metrics listener's `/metrics` URL. */
+  /** The runner's metrics listener's `/metrics` URL. */
   readonly metricsUrl: string;
   close(): Promise<void>;
 }
@@ -41,7 +41,7 @@ export async function startGateway(options: GatewayOptions): Promise<RunningGate
   const gateway = running.instances.get('gateway') as GatewayInstance;
   return {
     baseUrl: gateway.url,
-    metricsUrl: gateway.metricsUrl,
+    metricsUrl: running.metricsUrl!,
     async close() {
       await running.stop();
       await bus.close();

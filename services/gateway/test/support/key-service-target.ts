@@ -52,6 +52,7 @@ export async function runKeyServiceOn(
           ...TEST_SERVICE_TOKEN_SETTINGS,
           DATABASE_URL: database.url,
           GRPC_PORT: '0',
+          METRICS_PORT: '0',
           ...options.env,
         },
         provided: { store },

@@ -22,7 +22,8 @@ import { KeyResolutionCache, type ResolvedApiKey } from '../../src/v1/key-resolu
 import { silentLogger } from '../support/key-service.js';
 
 // The gateway's key-event consumer under at-least-once delivery (the same event twice, events out of
-// order), and what a dead consumer does to /readyz.
+// order), the key cache while events are not heard, and what /readyz makes of a dead consumer, a broker
+// outage and a key-service outage.
 
 const keyA: ResolvedApiKey = { keyId: 'id-a', prefix: 'svc_aaaaaaa', wallet: '0xabc', spendCapWei: null };
 
@@ -134,15 +135,59 @@ describe('key-event eviction under redelivery', () => {
   });
 });
 
+describe('the key cache while key events are not heard', () => {
+  it('is off (every call asks the key-service) while the feed is down, and on again once it is live', async () => {
+    let heard = true;
+    const lookups: string[] = [];
+    const cache = new KeyResolutionCache(
+      async (presented) => {
+        lookups.push(presented);
+        return keyA;
+      },
+      { maxEntries: 10, ttlMs: 60_000, evictionsHeard: () => heard },
+    );
+    await cache.resolve('svc_a');
+    expect(cache.cached('svc_a')).toEqual(keyA);
+
+    heard = false;
+    expect(cache.cached('svc_a')).toBeUndefined();
+    await cache.resolve('svc_a');
+    await cache.resolve('svc_a');
+    expect(lookups).toHaveLength(3);
+
+    // What was cached before the gap is gone for good, not back once the feed is.
+    heard = true;
+    expect(cache.cached('svc_a')).toBeUndefined();
+    await cache.resolve('svc_a');
+    await cache.resolve('svc_a');
+    expect(lookups).toHaveLength(4);
+  });
+
+  it('does not cache a lookup that was running when the feed went down', async () => {
+    let heard = true;
+    let answer: (key: ResolvedApiKey) => void = () => undefined;
+    const cache = new KeyResolutionCache(() => new Promise((resolve) => (answer = resolve)), {
+      maxEntries: 10,
+      ttlMs: 60_000,
+      evictionsHeard: () => heard,
+    });
+    const pending = cache.resolve('svc_a');
+    heard = false;
+    cache.cached('svc_a');
+    heard = true;
+    answer(keyA);
+    await pending;
+    expect(cache.cached('svc_a')).toBeUndefined();
+  });
+});
+
 describe('/readyz and a dead event consumer', () => {
-  async function gatewayOn(shared: EmbeddedEventBus) {
+  async function gatewayOn(shared: EmbeddedEventBus, keyService = healthyKeyService()) {
     const config = loadGatewayConfig({
       KEY_SERVICE_ADDRESS: '127.0.0.1:1',
       TRUST_PROXY: 'loopback',
       ...TEST_SERVICE_TOKEN_SETTINGS,
     });
-    // Only /readyz is called: the key-service answers its JWKS, nothing else.
-    const keyService = { getJwks: async () => ({ keys: [] }) } as unknown as KeyServiceClient;
     const store = new MemoryStore();
     const { bus: wrapped, subscriptions } = capturing(shared);
     const app = buildGatewayApp({
@@ -164,6 +209,55 @@ describe('/readyz and a dead event consumer', () => {
     };
     return { readyz, subscriptions };
   }
+
+  /** Only /readyz is called: the key-service answers its JWKS while `state.up`. */
+  function healthyKeyService() {
+    const state = { up: true };
+    const client = {
+      getJwks: async () => {
+        if (!state.up) throw new Error('14 UNAVAILABLE: no connection established');
+        return { keys: [] };
+      },
+    } as unknown as KeyServiceClient;
+    return Object.assign(client, { state });
+  }
+
+  it('stays ready through a broker outage (the consumer is reconnecting on every replica alike)', async () => {
+    bus = new EmbeddedEventBus();
+    const { readyz, subscriptions } = await gatewayOn(bus);
+    await waitFor(() => subscriptions.length === 1 || undefined, { what: 'the eviction subscription' });
+
+    bus.simulateBrokerOutage(true);
+    expect(subscriptions[0]!.health().state).toBe('reconnecting');
+    expect(await readyz()).toEqual({ status: 200, body: { status: 'ready' } });
+    bus.simulateBrokerOutage(false);
+  });
+
+  it('is ready before the key-event subscription is made (the cache is off meanwhile)', async () => {
+    bus = new EmbeddedEventBus();
+    const never = new Proxy(bus, {
+      get: (target, property) =>
+        property === 'subscribe' ? () => new Promise(() => undefined) : passThrough(target, property),
+    });
+    const { readyz } = await gatewayOn(never as EmbeddedEventBus);
+    expect(await readyz()).toEqual({ status: 200, body: { status: 'ready' } });
+  });
+
+  it('waits for the key-service to answer once, then stays ready through a key-service outage', async () => {
+    bus = new EmbeddedEventBus();
+    const keyService = healthyKeyService();
+    keyService.state.up = false;
+    const { readyz } = await gatewayOn(bus, keyService);
+    // Never reached: a wrong address or secret, which must keep a new replica out (and stop a rollout).
+    expect(await readyz()).toEqual({ status: 503, body: { status: 'not_ready' } });
+
+    keyService.state.up = true;
+    expect(await readyz()).toEqual({ status: 200, body: { status: 'ready' } });
+    // An outage after that is every replica's: leaving rotation cannot fix it, and x402 calls and the
+    // console need no key-service.
+    keyService.state.up = false;
+    expect(await readyz()).toEqual({ status: 200, body: { status: 'ready' } });
+  });
 
   it('answers 503 while the key-event consumer is down, 200 once it recovered', async () => {
     bus = new EmbeddedEventBus();

@@ -13,6 +13,7 @@ import {
   type TransactionSender,
 } from '@svc/chain';
 import { AppError } from '@svc/platform';
+import type { JobOrchestratorMetrics } from '../observability/job-orchestrator-metrics.js';
 
 /** A transaction the service sent, mined, with the protocol events it emitted. */
 export interface ServiceTransaction {
@@ -32,6 +33,7 @@ export class ServiceChain {
     private readonly sender: TransactionSender,
     /** The service's principal: the delegate wallets authorize and the owner of per-call sessions. */
     readonly principal: string,
+    private readonly metrics: JobOrchestratorMetrics,
   ) {}
 
   get jobRegistry(): string {
@@ -111,7 +113,15 @@ export class ServiceChain {
     blobs?: readonly BlobSidecar[],
   ): Promise<ServiceTransaction> {
     const data = (this.reads.jobRegistry.interface as Interface).encodeFunctionData(method, args);
-    const mined = await this.sender.send({ to: this.jobRegistry, data, ...(blobs ? { blobs } : {}) });
+    let mined: Awaited<ReturnType<TransactionSender['send']>>;
+    try {
+      mined = await this.sender.send({ to: this.jobRegistry, data, ...(blobs ? { blobs } : {}) });
+    } catch (error) {
+      const unsent = error instanceof ContractRevertError || error instanceof BlobFeeTooHighError;
+      this.metrics.transactionSent(method, unsent ? 'refused' : 'failed');
+      throw error;
+    }
+    this.metrics.transactionSent(method, 'mined');
     return {
       hash: mined.receipt.hash,
       blockNumber: mined.receipt.blockNumber,

@@ -12,6 +12,7 @@ import {
 import { JobLifecycleKind, type CallIdentity, type LifecyclePublisher } from '../events/lifecycle-events.js';
 import type { TrackedJobs } from '../keeper/tracked-jobs.js';
 import type { LinkedWorkers } from '../link/worker-link-server.js';
+import type { JobOrchestratorMetrics } from '../observability/job-orchestrator-metrics.js';
 import type { SessionLease, SessionPool } from '../sessions/session-pool.js';
 import type { AnswerRelay, AttemptOutcome } from './answer-relay.js';
 import { delegatePaymentRefusal, delegateRefusalOf } from './delegate-payment.js';
@@ -95,6 +96,7 @@ export interface CompletionRunnerOptions {
   readonly enabled: boolean;
   /** How long a job's `running` mark outlives the call holding it (renewed while the call lives). */
   readonly runMarkTtlMs: number;
+  readonly metrics: JobOrchestratorMetrics;
   readonly logger: Logger;
 }
 
@@ -163,8 +165,10 @@ export class CompletionRunner {
 
   run(call: CompletionCall, signal: AbortSignal): AsyncIterable<CompletionEvent> {
     const events = new AsyncQueue<CompletionEvent>();
-    // A caller that left ended the queue: the run goes on, its events go nowhere.
+    const observe = this.options.metrics.callStarted();
+    // A caller that left ended the queue: the run goes on, its events go nowhere but to the metrics.
     const emit = (event: CompletionEvent): void => {
+      observe(event);
       if (!events.isEnded) events.push(event);
     };
     const run = new CompletionRun(this.options, call, signal, emit);
@@ -270,7 +274,8 @@ class CompletionRun {
     const { lifecycle } = this.#o;
     const call = this.#call;
     const model = await this.#refuseUnless(() => this.#checkRunnable());
-    await lifecycle.publish(this.#identity, JobLifecycleKind.REQUESTED);
+    // A full outbox refuses the call here, before anything is spent.
+    await this.#refuseUnless(() => lifecycle.requested(this.#identity));
     const { payment } = call;
     if (payment.kind === 'delegate') {
       await this.#refuseUnless(() => this.#checkPayment(payment.wallet, model.fee));

@@ -2,6 +2,7 @@ import { JobState, ProtocolLogCursor, SessionState, type ProtocolEvent } from '@
 import { sleepUnlessAborted, type Logger, type Store } from '@svc/platform';
 import type { ServiceChain } from '../chain/service-chain.js';
 import { JobLifecycleKind, type LifecyclePublisher } from '../events/lifecycle-events.js';
+import type { JobOrchestratorMetrics, KeeperAction } from '../observability/job-orchestrator-metrics.js';
 import { OPEN_SESSIONS_GROUP, sessionBusyKey, sessionPoolGroup } from '../sessions/session-pool.js';
 import type { TrackedJob, TrackedJobs } from './tracked-jobs.js';
 
@@ -20,6 +21,7 @@ export interface JobKeeperOptions {
   readonly idleCloseSeconds: number;
   /** Most jobs per `releaseJobs` transaction. */
   readonly releaseBatchSize: number;
+  readonly metrics: JobOrchestratorMetrics;
   readonly logger: Logger;
 }
 
@@ -76,8 +78,9 @@ export class JobKeeper {
     const signal = this.#abort.signal;
     while (!signal.aborted) {
       try {
-        await this.round();
+        this.#options.metrics.keeperRound((await this.round()) ? 'led' : 'not_leader');
       } catch (error) {
+        this.#options.metrics.keeperRound('failed');
         this.#options.logger.warn({ err: error }, 'job keeper round failed; trying again next round');
       }
       await sleepUnlessAborted(this.#options.intervalMs, signal);
@@ -180,7 +183,7 @@ export class JobKeeper {
   }
 
   async #sweepJobs(): Promise<void> {
-    const { chain, jobs, lifecycle, logger, releaseBatchSize } = this.#options;
+    const { chain, jobs, lifecycle, logger, releaseBatchSize, metrics } = this.#options;
     const [tracked, now, parameters] = await Promise.all([
       jobs.list(),
       chain.now(),
@@ -190,11 +193,14 @@ export class JobKeeper {
     for (const { jobId, call } of tracked) {
       if (await jobs.isRunning(jobId)) continue;
       const job = await chain.reads.getJob(jobId);
+      let action: KeeperAction | undefined;
       try {
         if (job.state === JobState.Submitted && now > job.deadline) {
+          action = 'timeout';
           await chain.timeoutJob(jobId);
           logger.info({ jobId: jobId.toString() }, 'keeper timed out an overdue job');
         } else if (job.state === JobState.Failed) {
+          action = 'refund';
           await lifecycle.publish(call, JobLifecycleKind.FAILED, { jobId, failureCode: 'job_failed' });
           await chain.refundJob(jobId);
           logger.info({ jobId: jobId.toString() }, 'keeper refunded a failed job');
@@ -207,19 +213,27 @@ export class JobKeeper {
           // Ended before it was tracked here (or its event was missed): the logs have published it.
           await jobs.forget(jobId);
         }
+        if (action) metrics.keeperActed(action, 'done');
       } catch (error) {
+        if (action) metrics.keeperActed(action, 'failed');
         logger.warn({ err: error, jobId: jobId.toString() }, 'keeper could not advance a job');
       }
     }
     for (let start = 0; start < releasable.length; start += releaseBatchSize) {
       const batch = releasable.slice(start, start + releaseBatchSize);
-      await chain.releaseJobs(batch);
+      try {
+        await chain.releaseJobs(batch);
+      } catch (error) {
+        metrics.keeperActed('release', 'failed', batch.length);
+        throw error;
+      }
+      metrics.keeperActed('release', 'done', batch.length);
       logger.info({ jobs: batch.map(String) }, 'keeper released completed jobs');
     }
   }
 
   async #sweepSessions(): Promise<void> {
-    const { store, chain, idleCloseSeconds, logger } = this.#options;
+    const { store, chain, idleCloseSeconds, logger, metrics } = this.#options;
     const now = await chain.now();
     for (const entry of await store.presence.list(OPEN_SESSIONS_GROUP)) {
       const sessionId = BigInt(entry.member);
@@ -234,8 +248,10 @@ export class JobKeeper {
       if (session.state !== SessionState.Closed) {
         try {
           await chain.closeSession(sessionId);
+          metrics.keeperActed('close_session', 'done');
           logger.info({ sessionId: entry.member }, 'keeper closed an idle session');
         } catch (error) {
+          metrics.keeperActed('close_session', 'failed');
           logger.warn({ err: error, sessionId: entry.member }, 'keeper could not close a session');
           continue;
         }

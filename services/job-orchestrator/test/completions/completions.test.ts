@@ -5,7 +5,7 @@ import { connectJobRegistry } from '@svc/contracts';
 import { MemoryStore } from '@svc/platform';
 import { ChatRole } from '@svc/proto/gen/svc/common/v1/chat_pb';
 import { JobLifecycleKind } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
-import { useDevnet, waitUntil } from '@svc/testkit';
+import { sampleValue, scrape, useDevnet, waitUntil } from '@svc/testkit';
 import { deterministicAnswer } from '@svc/worker';
 import { DEPLOYED_MODELS, MODEL } from '../support/models.js';
 import {
@@ -178,6 +178,46 @@ describe('RunCompletion on the delegate path', () => {
       jobSubmitted: false,
     });
     expect(await stack.chain.prepaidBalanceOf(wallet.address)).toBe(before);
+  });
+});
+
+describe('metrics', () => {
+  it("count calls by outcome, jobs submitted on chain, first tokens and linked workers, on the runner's listener", async () => {
+    const read = async (name: string, labels: Record<string, string> = {}) =>
+      sampleValue(await scrape(stack.running.metricsUrl!), name, labels) ?? 0;
+    const COMPLETIONS = 'svc_job_orchestrator_completions_total';
+    const submitted = { method: 'submitJobFor', outcome: 'mined' };
+    const runCompletion = {
+      grpc_service: 'svc.orchestrator.v1.JobOrchestrator',
+      grpc_method: 'RunCompletion',
+      grpc_code: 'OK',
+    };
+    const before = {
+      answered: await read(COMPLETIONS, { outcome: 'answered' }),
+      refused: await read(COMPLETIONS, { outcome: 'refused', code: 'delegate_not_authorized' }),
+      submitted: await read('svc_job_orchestrator_chain_transactions_total', submitted),
+      firstTokens: await read('svc_job_orchestrator_time_to_first_token_seconds_count'),
+      calls: await read('grpc_server_handled_total', runCompletion),
+    };
+
+    const answered = await stack.complete((await stack.payingWallet()).address, 'count me');
+    expect(shapeOf(answered)).toEqual(['started', 'delta', 'completed']);
+    const unauthorized = await stack.complete((await fundedWallet(devnet())).address, 'refuse me');
+    expect(failureOf(unauthorized)).toMatchObject({ error: { code: 'delegate_not_authorized' } });
+
+    expect(await read(COMPLETIONS, { outcome: 'answered' })).toBe(before.answered + 1);
+    expect(await read(COMPLETIONS, { outcome: 'refused', code: 'delegate_not_authorized' })).toBe(
+      before.refused + 1,
+    );
+    expect(await read('svc_job_orchestrator_chain_transactions_total', submitted)).toBe(before.submitted + 1);
+    expect(await read('svc_job_orchestrator_time_to_first_token_seconds_count')).toBe(before.firstTokens + 1);
+    expect(
+      await read('svc_job_orchestrator_completion_seconds_count', { outcome: 'answered' }),
+    ).toBeGreaterThan(0);
+    // A refusal is an answer of the stream, not a gRPC error: both calls end OK.
+    expect(await read('grpc_server_handled_total', runCompletion)).toBe(before.calls + 2);
+    expect(await read('svc_job_orchestrator_linked_workers')).toBe(stack.workers.length);
+    expect(await read('svc_job_orchestrator_worker_free_job_slots')).toBeGreaterThan(0);
   });
 });
 

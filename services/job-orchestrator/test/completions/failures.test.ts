@@ -203,7 +203,7 @@ describe('a new session its worker never claims', () => {
     // A registered worker that links and heartbeats with plenty of room, but never claims.
     const silent = await fundedWallet(devnet());
     await new ChainSide(devnet(), devnet().wallet(4)).registerWorker(silent);
-    const link = new RawLink(stack.running.grpcAddress!);
+    const link = new RawLink(stack.instance.listeners['worker-link']!);
     const beat = setInterval(
       () =>
         link.send({

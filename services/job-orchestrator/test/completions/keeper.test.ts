@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { JobState, SessionState } from '@svc/chain';
 import { MemoryStore } from '@svc/platform';
 import { JobLifecycleKind } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
-import { useDevnet, waitUntil } from '@svc/testkit';
+import { sampleValue, scrape, useDevnet, waitUntil } from '@svc/testkit';
 import {
   completionOf,
   completionRequest,
@@ -36,6 +36,11 @@ afterAll(async () => {
   await store.close();
 });
 
+/** A sample of the orchestrator process's metrics, as Prometheus scrapes them. */
+async function metric(name: string, labels: Record<string, string>): Promise<number> {
+  return sampleValue(await scrape(stack.running.metricsUrl!), name, labels) ?? 0;
+}
+
 function eventsOf(jobId: string) {
   const reservation = stack.events.find((event) => event.jobId === jobId)?.reservationId;
   return stack.events.filter((event) => event.reservationId === reservation);
@@ -59,6 +64,10 @@ describe('the job keeper', () => {
     const released = eventsOf(jobId).find((event) => event.kind === JobLifecycleKind.RELEASED)!;
     expect(released.feeWei?.decimal).toBe(completed.chargedWei?.decimal);
     expect(await stack.chain.earningsOf(completed.service!.worker!.hex)).toBeGreaterThan(0n);
+    const keeper = 'svc_job_orchestrator_keeper_actions_total';
+    expect(await metric(keeper, { action: 'release', outcome: 'done' })).toBeGreaterThanOrEqual(1);
+    expect(await metric(keeper, { action: 'release', outcome: 'failed' })).toBe(0);
+    expect(await metric('svc_job_orchestrator_keeper_rounds_total', { result: 'led' })).toBeGreaterThan(0);
   }, 30_000);
 
   it('closes a pooled session left idle, and the next call opens a new one', async () => {
@@ -71,6 +80,8 @@ describe('the job keeper', () => {
     );
     const second = completionOf(await stack.complete(wallet.address, 'two'))!.service!.sessionId;
     expect(second).not.toBe(first);
+    const closed = { action: 'close_session', outcome: 'done' };
+    expect(await metric('svc_job_orchestrator_keeper_actions_total', closed)).toBeGreaterThanOrEqual(1);
   }, 30_000);
 
   it('drives a job whose call is gone to its end: the stalled job fails at its deadline and is refunded', async () => {

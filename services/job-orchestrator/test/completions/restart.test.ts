@@ -38,6 +38,8 @@ type Client = ServiceClient<typeof JobOrchestrator extends GenService<infer S> ?
 let redis: TestStore;
 let stateDir: string;
 let port: number;
+/** The worker link's port: fixed, so the worker redials the restarted process where it was. */
+let linkPort: number;
 let worker: ReferenceWorker;
 
 class Orchestrator {
@@ -68,6 +70,8 @@ class Orchestrator {
           STORE_NAMESPACE: redis.namespace,
           GRPC_HOST: '127.0.0.1',
           GRPC_PORT: String(port),
+          WORKER_LINK_PORT: String(linkPort),
+          METRICS_PORT: '0',
           SERVICE_SIGNER_PRIVATE_KEY: net.wallet(SERVICE_ACCOUNTS.signer).privateKey,
           BLOB_OPERATOR_PRIVATE_KEYS: keys(SERVICE_ACCOUNTS.blobOperators),
           PLAIN_OPERATOR_PRIVATE_KEYS: keys([SERVICE_ACCOUNTS.plainOperator]),
@@ -106,9 +110,10 @@ beforeAll(async () => {
   redis = createTestStore('orchestrator-restart');
   stateDir = mkdtempSync(join(tmpdir(), 'orchestrator-restart-'));
   port = await freePort();
+  linkPort = await freePort();
   orchestrator = await Orchestrator.start();
   // Slow enough that the kill lands in the middle of the answer.
-  worker = await startReferenceWorker(devnet(), `127.0.0.1:${port}`, { tokensPerSecond: 4 });
+  worker = await startReferenceWorker(devnet(), `127.0.0.1:${linkPort}`, { tokensPerSecond: 4 });
 }, 120_000);
 
 afterAll(async () => {

@@ -127,6 +127,7 @@ export async function startCompletionStack(
         {
           env: {
             GRPC_PORT: '0',
+            METRICS_PORT: '0',
             FACILITATOR_PRIVATE_KEY: facilitator.privateKey,
             FACILITATOR_OPERATOR_PRIVATE_KEYS: devnet.wallet(SERVICE_ACCOUNTS.facilitatorOperator).privateKey,
             PAY_TO_ADDRESS: signer.address,
@@ -143,6 +144,8 @@ export async function startCompletionStack(
     {
       env: {
         GRPC_PORT: '0',
+        METRICS_PORT: '0',
+        WORKER_LINK_PORT: '0',
         LINK_HEARTBEAT_INTERVAL: '100ms',
         LINK_PRESENCE_TTL: '1s',
         SERVICE_SIGNER_PRIVATE_KEY: signer.privateKey,
@@ -200,7 +203,7 @@ export async function startCompletionStack(
     settler,
     facilitator: facilitator.address,
     async startWorker(workerOptions = {}) {
-      const worker = await startReferenceWorker(devnet, running.grpcAddress!, workerOptions);
+      const worker = await startReferenceWorker(devnet, instance.listeners['worker-link']!, workerOptions);
       workers.push(worker);
       const address = worker.wallet.address;
       for (

@@ -3,6 +3,7 @@ import { type EventBus, keyEventsTopic, type Logger } from '@svc/platform';
 import { KeyEventSchema } from '@svc/proto/gen/svc/events/v1/key_event_pb';
 import { PeriodicTask } from '../background/periodic-task.js';
 import { inTransaction, type PrismaClient } from '../db/database.js';
+import type { OutboxBacklog } from '../observability/key-service-metrics.js';
 
 /** Lock that makes one relay pass at a time across replicas (second half of the two-int lock key). */
 const RELAY_LOCK = [0x6b657973, 1] as const;
@@ -16,7 +17,11 @@ export interface OutboxRelaySettings {
  * Publishes committed key events from the outbox in commit order and marks them published. One pass at
  * a time across all replicas (a transaction-scoped advisory lock; others skip their turn), so events of
  * one wallet (written under that wallet's lock, hence in sequence order) reach the bus in order.
- * At-least-once: a pass that dies after publishing publishes again; consumers deduplicate by event id.
+ * At-least-once: a pass that dies after publishing, or whose publish timed out, leaves its rows
+ * unpublished and the next pass publishes them again under the same event ids. A timed-out send may
+ * still land; the bus sends the next batch of the topic only once it has settled (on this replica), so a
+ * repeat lands after its original, possibly after later events of its wallet, never before an earlier
+ * one. The gateway's eviction is idempotent and order-free, so a repeat costs one key lookup.
  */
 export class OutboxRelay {
   readonly #task: PeriodicTask;
@@ -48,6 +53,15 @@ export class OutboxRelay {
     return this.db.$executeRaw`
       DELETE FROM key_event_outbox
       WHERE published_at IS NOT NULL AND published_at < now() - ${retentionMs} * interval '1 millisecond'`;
+  }
+
+  /** The events not yet published (read through the outbox's pending index). */
+  async backlog(): Promise<OutboxBacklog> {
+    const [row] = await this.db.$queryRaw<Array<{ pending: number; oldest_age_seconds: number | null }>>`
+      SELECT count(*)::int AS pending,
+             extract(epoch FROM now() - min(created_at))::float8 AS oldest_age_seconds
+      FROM key_event_outbox WHERE published_at IS NULL`;
+    return { pending: row?.pending ?? 0, oldestAgeSeconds: Math.max(0, row?.oldest_age_seconds ?? 0) };
   }
 
   /** Publishes everything pending now. */

@@ -39,8 +39,8 @@ export class ApiKeys {
     private readonly hasher: ApiKeyHasher,
     private readonly revocations: RevocationMarkers,
     private readonly settings: ApiKeysSettings,
-    /** Told after each committed change (wakes the outbox relay). */
-    private readonly onChange: () => void = () => undefined,
+    /** Told after each committed change (wakes the outbox relay, counts it). */
+    private readonly onChange: (kind: KeyEventKind) => void = () => undefined,
   ) {}
 
   async mint(wallet: WalletAddress, request: MintRequest): Promise<MintedKey> {
@@ -76,7 +76,7 @@ export class ApiKeys {
       });
       return created;
     });
-    this.onChange();
+    this.onChange(KeyEventKind.MINTED);
     return { apiKey: apiKeyView(row), fullKey: secret.fullKey };
   }
 
@@ -114,7 +114,7 @@ export class ApiKeys {
       });
       return updated;
     });
-    this.onChange();
+    this.onChange(KeyEventKind.CAP_CHANGED);
     return apiKeyView(row);
   }
 
@@ -133,7 +133,7 @@ export class ApiKeys {
       return true;
     });
     await this.revocations.mark(keyId);
-    if (changed) this.onChange();
+    if (changed) this.onChange(KeyEventKind.REVOKED);
   }
 
   /** Deletes a revoked key: it leaves the listing and stays as a tombstone for its spend history. */
@@ -147,7 +147,7 @@ export class ApiKeys {
     });
     // Already marked when it was revoked; marking again covers a revocation whose marker write was lost.
     await this.revocations.mark(keyId);
-    this.onChange();
+    this.onChange(KeyEventKind.DELETED);
   }
 }
 

@@ -1,8 +1,9 @@
+import type { KeyServiceMetrics } from '../observability/key-service-metrics.js';
 import type { WalletAddress } from '../wallet/wallet-address.js';
 import { parseWalletAddress } from '../wallet/wallet-address.js';
 import type { SignInChallenge, SignInChallenges } from './sign-in-challenges.js';
 import type { AuthenticatedWallet, SignInTokens } from './sign-in-tokens.js';
-import type { SignedMessageVerifier } from './signed-message-verifier.js';
+import { SignInRefusal, type SignedMessageVerifier } from './signed-message-verifier.js';
 
 /** The sign-in result of docs/api.md (plus the address, so a client need not decode the token). */
 export interface SignInResult {
@@ -17,6 +18,7 @@ export class SignIn {
     private readonly challenges: SignInChallenges,
     private readonly verifier: SignedMessageVerifier,
     private readonly tokens: SignInTokens,
+    private readonly metrics: KeyServiceMetrics,
   ) {}
 
   challenge(rawAddress: string): Promise<SignInChallenge> {
@@ -24,8 +26,16 @@ export class SignIn {
   }
 
   async verify(message: string, signature: string): Promise<SignInResult> {
-    const address = await this.verifier.verify(message, signature);
+    let address: WalletAddress;
+    try {
+      address = await this.verifier.verify(message, signature);
+    } catch (error) {
+      // An outage (the store did not answer) is no refusal: the caller hears it as one of its own.
+      if (error instanceof SignInRefusal) this.metrics.signInRefused(error.reason);
+      throw error;
+    }
     const { token, expiresAt } = await this.tokens.issue(address);
+    this.metrics.signInVerified();
     return { token, expiresAt, address };
   }
 

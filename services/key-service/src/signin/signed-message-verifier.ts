@@ -16,6 +16,29 @@ const CONTRACT_WALLETS_UNSUPPORTED =
   'smart-contract wallets (EIP-1271/EIP-6492) cannot sign in yet: sign with an externally owned account';
 
 /**
+ * Why a sign-in was refused, in a word an operator can count by (the error's message says it in full):
+ * `malformed` request, a `message` that is no EIP-4361 message of ours, a `mismatch` of domain, URI,
+ * chain, version or scheme (a misconfigured client or SIWE_* setting), its `time`s (clock skew), a
+ * `contract_wallet`, a `signature` of another key, a `nonce` unknown, used or issued for another message.
+ */
+export type SignInRefusalReason =
+  'malformed' | 'message' | 'mismatch' | 'time' | 'contract_wallet' | 'signature' | 'nonce';
+
+/** A refused sign-in: `invalid_request` when malformed, else `unauthorized`, with its reason. */
+export class SignInRefusal extends AppError {
+  constructor(
+    readonly reason: SignInRefusalReason,
+    message: string,
+    cause?: unknown,
+  ) {
+    super(reason === 'malformed' ? 'invalid_request' : 'unauthorized', {
+      message: reason === 'malformed' ? message : `Sign-in refused: ${message}.`,
+      cause,
+    });
+  }
+}
+
+/**
  * Checks a signed EIP-4361 message the way docs/api.md describes: fields against configuration, times
  * with a small clock skew, the `personal_sign` signature of an externally owned account, and last the
  * nonce, spent only by the very message issued with it once it is otherwise fully valid.
@@ -34,7 +57,7 @@ export class SignedMessageVerifier {
 
   async verify(message: string, signature: string): Promise<WalletAddress> {
     if (typeof message !== 'string' || message.length === 0 || message.length > MAX_MESSAGE_LENGTH) {
-      throw new AppError('invalid_request', { message: 'message must be the signed EIP-4361 message.' });
+      throw new SignInRefusal('malformed', 'message must be the signed EIP-4361 message.');
     }
     checkSignatureKind(signature);
     const parsed = parse(message);
@@ -45,26 +68,27 @@ export class SignedMessageVerifier {
     const spend = await this.challenges.consume(parsed.nonce, message);
     if (spend === 'other-message') {
       throw refused(
+        'nonce',
         'the message is not the message issued with its nonce; sign the challenge message exactly as issued',
       );
     }
-    if (spend === 'unknown') throw refused('the nonce is unknown, expired or already used');
+    if (spend === 'unknown') throw refused('nonce', 'the nonce is unknown, expired or already used');
     return signer;
   }
 
   private checkFields(parsed: SiweMessage): WalletAddress {
     const { domain, uri, chainId } = this.settings;
-    if (parsed.domain !== domain) throw refused(`the message is for domain "${parsed.domain}"`);
-    if (parsed.uri !== uri) throw refused(`the message is for URI "${parsed.uri}"`);
-    if (parsed.chainId !== chainId) throw refused(`the message is for chain ${parsed.chainId}`);
-    if (parsed.version !== '1') throw refused(`the message has version ${parsed.version}`);
+    if (parsed.domain !== domain) throw refused('mismatch', `the message is for domain "${parsed.domain}"`);
+    if (parsed.uri !== uri) throw refused('mismatch', `the message is for URI "${parsed.uri}"`);
+    if (parsed.chainId !== chainId) throw refused('mismatch', `the message is for chain ${parsed.chainId}`);
+    if (parsed.version !== '1') throw refused('mismatch', `the message has version ${parsed.version}`);
     if (parsed.scheme !== undefined && `${parsed.scheme}:` !== new URL(uri).protocol) {
-      throw refused(`the message is for scheme "${parsed.scheme}"`);
+      throw refused('mismatch', `the message is for scheme "${parsed.scheme}"`);
     }
     try {
       return parseWalletAddress(parsed.address);
     } catch {
-      throw refused('the message names no valid address');
+      throw refused('message', 'the message names no valid address');
     }
   }
 
@@ -72,14 +96,15 @@ export class SignedMessageVerifier {
     const now = this.now().getTime();
     const skew = this.settings.clockSkewMs;
     const issuedAt = timeOf(parsed.issuedAt, 'issued-at');
-    if (issuedAt === undefined) throw refused('the message has no issued-at time');
-    if (issuedAt > now + skew) throw refused('the message was issued in the future');
+    if (issuedAt === undefined) throw refused('time', 'the message has no issued-at time');
+    if (issuedAt > now + skew) throw refused('time', 'the message was issued in the future');
     // No nonce outlives its TTL, so an older message cannot be valid: say so instead of "unknown nonce".
-    if (issuedAt < now - this.settings.challengeTtlMs - skew) throw refused('the message is too old');
+    if (issuedAt < now - this.settings.challengeTtlMs - skew) throw refused('time', 'the message is too old');
     const expiresAt = timeOf(parsed.expirationTime, 'expiration');
-    if (expiresAt !== undefined && now >= expiresAt + skew) throw refused('the message has expired');
+    if (expiresAt !== undefined && now >= expiresAt + skew) throw refused('time', 'the message has expired');
     const notBefore = timeOf(parsed.notBefore, 'not-before');
-    if (notBefore !== undefined && now + skew < notBefore) throw refused('the message is not valid yet');
+    if (notBefore !== undefined && now + skew < notBefore)
+      throw refused('time', 'the message is not valid yet');
   }
 }
 
@@ -88,10 +113,11 @@ function parse(message: string): SiweMessage {
   try {
     parsed = new SiweMessage(message);
   } catch (error) {
-    throw refused('the message is not an EIP-4361 sign-in message', error);
+    throw refused('message', 'the message is not an EIP-4361 sign-in message', error);
   }
   // What was signed must be exactly what was parsed: no text the parser skipped can ride along.
-  if (parsed.prepareMessage() !== message) throw refused('the message is not in canonical EIP-4361 form');
+  if (parsed.prepareMessage() !== message)
+    throw refused('message', 'the message is not in canonical EIP-4361 form');
   return parsed;
 }
 
@@ -102,19 +128,21 @@ function parse(message: string): SiweMessage {
  */
 function checkSignatureKind(signature: string): void {
   if (typeof signature !== 'string' || !HEX_BYTES.test(signature)) {
-    throw new AppError('invalid_request', {
-      message:
-        'signature must be "0x" followed by hex digits: a 65-byte personal_sign signature (130 hex digits), or its 64-byte EIP-2098 compact form.',
-    });
+    throw new SignInRefusal(
+      'malformed',
+      'signature must be "0x" followed by hex digits: a 65-byte personal_sign signature (130 hex digits), or its 64-byte EIP-2098 compact form.',
+    );
   }
   if (signature.toLowerCase().endsWith(EIP6492_MAGIC_SUFFIX)) {
     throw refused(
+      'contract_wallet',
       `the signature is an EIP-6492 signature of a contract wallet; ${CONTRACT_WALLETS_UNSUPPORTED}`,
     );
   }
   const bytes = (signature.length - 2) / 2;
   if (!ECDSA_SIGNATURE_BYTES.has(bytes)) {
     throw refused(
+      'contract_wallet',
       `the signature is ${bytes} bytes, not an ECDSA signature (65 bytes, or 64 compact); ${CONTRACT_WALLETS_UNSUPPORTED}`,
     );
   }
@@ -125,11 +153,16 @@ function checkSignature(message: string, signature: string, signer: WalletAddres
   try {
     recovered = verifyMessage(message, signature);
   } catch (error) {
-    throw refused(`the signature is not a valid ECDSA signature; ${CONTRACT_WALLETS_UNSUPPORTED}`, error);
+    throw refused(
+      'signature',
+      `the signature is not a valid ECDSA signature; ${CONTRACT_WALLETS_UNSUPPORTED}`,
+      error,
+    );
   }
   if (recovered.toLowerCase() !== signer.lowercase) {
     // Another key's signature, or a contract wallet's (an owner's signature for the wallet's address).
     throw refused(
+      'signature',
       `the signature does not recover to the message's address: sign with the account the message names (${CONTRACT_WALLETS_UNSUPPORTED})`,
     );
   }
@@ -138,10 +171,10 @@ function checkSignature(message: string, signature: string, signer: WalletAddres
 function timeOf(text: string | undefined, what: string): number | undefined {
   if (text === undefined) return undefined;
   const time = Date.parse(text);
-  if (Number.isNaN(time)) throw refused(`the ${what} time is not a valid timestamp`);
+  if (Number.isNaN(time)) throw refused('message', `the ${what} time is not a valid timestamp`);
   return time;
 }
 
-function refused(reason: string, cause?: unknown): AppError {
-  return new AppError('unauthorized', { message: `Sign-in refused: ${reason}.`, cause });
+function refused(reason: SignInRefusalReason, message: string, cause?: unknown): SignInRefusal {
+  return new SignInRefusal(reason, message, cause);
 }

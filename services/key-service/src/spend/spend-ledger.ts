@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { AppError } from '@svc/platform';
 import { inTransaction, type PrismaClient } from '../db/database.js';
 import { isKeyId } from '../keys/key-id.js';
+import type { KeyServiceMetrics } from '../observability/key-service-metrics.js';
 
 export type ReservationState = 'held' | 'committed' | 'released';
 /** Who settled a reservation, kept for the audit trail. */
@@ -56,9 +57,16 @@ export class SpendLedger {
   constructor(
     private readonly db: PrismaClient,
     private readonly settings: SpendLedgerSettings,
+    private readonly metrics: KeyServiceMetrics,
   ) {}
 
   async reserve(request: ReserveRequest): Promise<ReserveOutcome> {
+    const result = await this.#reserve(request);
+    this.metrics.spendReserved(result.outcome === 'reserved' ? 'reserved' : 'over_cap');
+    return result;
+  }
+
+  async #reserve(request: ReserveRequest): Promise<ReserveOutcome> {
     const { keyId, amountWei, requestId } = request;
     if (requestId === '' || requestId.length > MAX_REQUEST_ID_LENGTH) {
       throw new AppError('invalid_request', {
@@ -145,7 +153,9 @@ export class SpendLedger {
           spent_wei = k.spent_wei + s.charged_wei
       FROM settled s WHERE k.id = s.key_id
       RETURNING k.id`;
-    return settled.length === 1 ? 'committed' : this.stateOf(reservationId);
+    const state = settled.length === 1 ? 'committed' : await this.stateOf(reservationId);
+    this.metrics.spendSettled('commit', settler, state);
+    return state;
   }
 
   /**
@@ -174,7 +184,9 @@ export class SpendLedger {
       UPDATE api_keys k SET reserved_wei = k.reserved_wei - s.amount_wei
       FROM settled s WHERE k.id = s.key_id
       RETURNING k.id`;
-    return settled.length === 1 ? 'released' : this.stateOf(reservationId);
+    const state = settled.length === 1 ? 'released' : await this.stateOf(reservationId);
+    this.metrics.spendSettled('release', settler, state);
+    return state;
   }
 
   /**
@@ -198,7 +210,9 @@ export class SpendLedger {
       UPDATE api_keys k SET reserved_wei = k.reserved_wei - p.total
       FROM per_key p WHERE k.id = p.key_id
       RETURNING p.released`;
-    return released.reduce((sum, row) => sum + Number(row.released), 0);
+    const count = released.reduce((sum, row) => sum + Number(row.released), 0);
+    if (count > 0) this.metrics.spendSettled('release', 'sweeper', 'released', count);
+    return count;
   }
 
   private ttlOf(requested: number | undefined): number {

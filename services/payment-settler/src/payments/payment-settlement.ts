@@ -12,6 +12,7 @@ import {
 } from '@svc/chain';
 import { AppError, type Logger } from '@svc/platform';
 import { debitAuthorizationOf } from '@svc/x402';
+import type { PaymentSettlerMetrics } from '../observability/payment-settler-metrics.js';
 import type { HeldPayment, NonceReservations, Settlement } from './nonce-reservations.js';
 import { refusalCodeOfRevert, type PaymentRefusal } from './refusals.js';
 
@@ -42,6 +43,7 @@ export interface PaymentSettlementOptions {
   readonly reservations: NonceReservations;
   /** The settler's own blob fee maximum (the sender's). */
   readonly maxFeePerBlobGas: bigint;
+  readonly metrics: PaymentSettlerMetrics;
   readonly logger: Logger;
 }
 
@@ -58,6 +60,20 @@ export class PaymentSettlement {
   constructor(private readonly options: PaymentSettlementOptions) {}
 
   async settle(request: SettleRequest): Promise<SettleOutcome> {
+    const { metrics } = this.options;
+    const started = performance.now();
+    const seconds = () => (performance.now() - started) / 1000;
+    try {
+      const outcome = await this.#settle(request);
+      metrics.settled(outcome, seconds());
+      return outcome;
+    } catch (error) {
+      metrics.settleFailed(error, seconds());
+      throw error;
+    }
+  }
+
+  async #settle(request: SettleRequest): Promise<SettleOutcome> {
     const settling = await this.options.reservations.whileSettling(request.reservationId, () =>
       this.#settleOnce(request),
     );

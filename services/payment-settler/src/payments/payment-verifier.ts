@@ -10,6 +10,7 @@ import {
   type PaymentPayload,
   type PrepaidDebitRequirements,
 } from '@svc/x402';
+import type { PaymentSettlerMetrics } from '../observability/payment-settler-metrics.js';
 import type { HeldPayment, NonceReservations } from './nonce-reservations.js';
 import { sameAddress, type PaymentTerms } from './payment-terms.js';
 import type { PaymentRefusal } from './refusals.js';
@@ -33,9 +34,21 @@ export class PaymentVerifier {
     private readonly chain: ChainClient,
     private readonly terms: PaymentTerms,
     private readonly reservations: NonceReservations,
+    private readonly metrics: PaymentSettlerMetrics,
   ) {}
 
   async verify(paymentSignature: string, model: string, reservationTtlMs: number): Promise<Verdict> {
+    try {
+      const verdict = await this.#verify(paymentSignature, model, reservationTtlMs);
+      this.metrics.verified(verdict);
+      return verdict;
+    } catch (error) {
+      this.metrics.verifyFailed(error);
+      throw error;
+    }
+  }
+
+  async #verify(paymentSignature: string, model: string, reservationTtlMs: number): Promise<Verdict> {
     const read = readPaymentSignature(paymentSignature);
     if (!read.ok) return refuse(read.code, read.message);
     const { payment } = read;

@@ -98,7 +98,7 @@ export function runSettler(
   return runTarget(
     { name: 'payment-settler', modules: [paymentSettlerModule] },
     {
-      env: { ...TEST_SERVICE_TOKEN_SETTINGS, ...env },
+      env: { ...TEST_SERVICE_TOKEN_SETTINGS, METRICS_PORT: '0', ...env },
       provided: { store, chain: devnet.connection() },
       logger: createLogger({
         service: 'payment-settler-test',

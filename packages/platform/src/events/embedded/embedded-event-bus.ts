@@ -47,7 +47,7 @@ interface SubscriptionState {
   readonly group: EmbeddedConsumerGroup;
   readonly consume: Parameters<EmbeddedConsumerGroup['join']>[0];
   member: GroupMember | undefined;
-  down: { readonly reason: string; readonly since: Date } | undefined;
+  down: { readonly reason: string; readonly downSince: Date } | undefined;
   closing: Promise<void> | undefined;
 }
 
@@ -64,8 +64,8 @@ export class EmbeddedEventBus implements EventBus {
   readonly #retry: RetryPolicy;
   readonly #publishTimeoutMs: number;
   readonly #logger: EventBusLogger;
-  /** Set while a simulated outage lasts: publishes wait on it. */
-  #outage: { readonly over: Promise<void>; readonly end: () => void } | undefined;
+  /** Set while a simulated outage lasts: publishes wait on it, consumers are out of their groups. */
+  #outage: { readonly over: Promise<void>; readonly end: () => void; readonly since: Date } | undefined;
   #closing: Promise<void> | undefined;
 
   constructor(options: EmbeddedEventBusOptions = {}) {
@@ -132,7 +132,13 @@ export class EmbeddedEventBus implements EventBus {
     const subscription: EventSubscription = {
       close: () => this.#closeSubscription(subscription),
       health: () =>
-        this.#healthOf(subscription) ?? { topic: topic.name, group, live: false, reason: 'closed' },
+        this.#healthOf(subscription) ?? {
+          topic: topic.name,
+          group,
+          state: 'dead',
+          live: false,
+          reason: 'closed',
+        },
     };
     const state: SubscriptionState = {
       topic: topic.name,
@@ -160,7 +166,8 @@ export class EmbeddedEventBus implements EventBus {
   async simulateConsumerCrash(subscription: EventSubscription, reason: string): Promise<void> {
     const state = this.#stateOf(subscription);
     if (state.closing || state.down) return;
-    state.down = { reason, since: new Date() };
+    state.down = { reason, downSince: new Date() };
+    this.#logger.error({ topic: state.topic, group: state.group.name, reason }, 'simulated consumer crash');
     const member = state.member;
     state.member = undefined;
     if (member) await state.group.leave(member);
@@ -171,13 +178,14 @@ export class EmbeddedEventBus implements EventBus {
     const state = this.#stateOf(subscription);
     if (state.closing || !state.down) return;
     state.down = undefined;
-    state.member = state.group.join(state.consume);
+    if (!this.#outage) state.member = state.group.join(state.consume);
   }
 
   /**
-   * For tests of the publish timeout: while `unreachable`, publishes wait as they would for an
-   * unreachable broker and reject with PublishTimeoutError after the publish timeout (publishing
-   * nothing); ending the outage lets the waiting ones through.
+   * For tests of a broker outage: while `unreachable`, publishes wait as they would for an unreachable
+   * broker and reject with PublishTimeoutError after the publish timeout (publishing nothing), and every
+   * consumer is out of its group, `reconnecting` at once (Kafka's join timeout is not simulated). Ending
+   * the outage lets the waiting publishes through and the consumers rejoin where their groups are.
    */
   simulateBrokerOutage(unreachable: boolean): void {
     if (unreachable && !this.#outage) {
@@ -185,10 +193,19 @@ export class EmbeddedEventBus implements EventBus {
       const over = new Promise<void>((resolve) => {
         end = resolve;
       });
-      this.#outage = { over, end };
+      this.#outage = { over, end, since: new Date() };
+      this.#logger.warn('simulated broker outage: consumers are reconnecting');
+      for (const state of this.#subscriptions.values()) {
+        const member = state.member;
+        state.member = undefined;
+        if (member) void state.group.leave(member);
+      }
     } else if (!unreachable && this.#outage) {
       this.#outage.end();
       this.#outage = undefined;
+      this.#logger.info('simulated broker outage over: consumers are live again');
+      for (const state of this.#subscriptions.values())
+        if (!state.closing && !state.down) state.member = state.group.join(state.consume);
     }
   }
 
@@ -215,9 +232,17 @@ export class EmbeddedEventBus implements EventBus {
     const state = this.#subscriptions.get(subscription);
     if (!state || state.closing) return undefined;
     const { topic, group, down } = state;
-    return down
-      ? { topic, group: group.name, live: false, reason: down.reason, downSince: down.since }
-      : { topic, group: group.name, live: true };
+    if (down) return { topic, group: group.name, state: 'dead', live: false, ...down };
+    if (this.#outage)
+      return {
+        topic,
+        group: group.name,
+        state: 'reconnecting',
+        live: false,
+        reason: 'the brokers cannot be reached (simulated outage)',
+        downSince: this.#outage.since,
+      };
+    return { topic, group: group.name, state: 'live', live: true };
   }
 
   #stateOf(subscription: EventSubscription): SubscriptionState {

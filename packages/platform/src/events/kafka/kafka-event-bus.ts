@@ -44,7 +44,10 @@ export class KafkaEventBus implements EventBus {
   readonly #publishTimeoutMs: number;
   readonly #subscriptionSettings: KafkaSubscriptionSettings;
   readonly #subscriptions = new Map<EventSubscription, KafkaSubscription>();
-  readonly #pendingSends = new Set<Promise<unknown>>();
+  /** Every send until it settles, including those whose publish timed out (kafkajs still retries them). */
+  readonly #pendingSends = new Set<Promise<void>>();
+  /** Per topic, the latest send (settled or not), which the topic's next send waits for. */
+  readonly #lastSendOf = new Map<string, Promise<void>>();
   #producerConnection: Promise<void> | undefined;
   #adminConnection: Promise<Admin> | undefined;
   #closing: Promise<void> | undefined;
@@ -140,19 +143,40 @@ export class KafkaEventBus implements EventBus {
       toKafkaMessage(encodeEvent(topic, event.message, event.requestId ?? currentRequestId())),
     );
     if (messages.length === 0) return;
-    // kafkajs keeps retrying an unreachable broker for a long while: the caller hears within the timeout.
-    const send = withPublishTimeout(
+    const send = this.#sendAfterEarlier(topic.name, () =>
       this.#connectProducer().then(() =>
         this.#producer.send({ topic: topic.name, acks: ACKS_ALL, messages }),
       ),
-      { topic: topic.name, events: messages.length, timeoutMs: this.#publishTimeoutMs },
     );
-    this.#pendingSends.add(send);
-    try {
-      await send;
-    } finally {
-      this.#pendingSends.delete(send);
-    }
+    // kafkajs keeps retrying an unreachable broker for a long while: the caller hears within the timeout,
+    // while the send itself goes on (tracked until it settles, see #sendAfterEarlier).
+    await withPublishTimeout(send, {
+      topic: topic.name,
+      events: messages.length,
+      timeoutMs: this.#publishTimeoutMs,
+    });
+  }
+
+  /**
+   * Starts `send` once the topic's previous send has settled, even one whose publish already timed out:
+   * a caller's retry can then never overtake the attempt it repeats, so a topic's events land in the
+   * order they were published, a repeat only after its original. The send stays tracked until it
+   * settles, which `close()` waits for.
+   */
+  #sendAfterEarlier(topic: string, send: () => Promise<unknown>): Promise<unknown> {
+    const previous = this.#lastSendOf.get(topic) ?? Promise.resolve();
+    const current = previous.then(send);
+    const settled = current.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#lastSendOf.set(topic, settled);
+    this.#pendingSends.add(settled);
+    void settled.then(() => {
+      this.#pendingSends.delete(settled);
+      if (this.#lastSendOf.get(topic) === settled) this.#lastSendOf.delete(topic);
+    });
+    return current;
   }
 
   async subscribe<Desc extends DescMessage>(
@@ -186,7 +210,10 @@ export class KafkaEventBus implements EventBus {
 
   async #shutDown(): Promise<void> {
     await Promise.allSettled([...this.#subscriptions.keys()].map((subscription) => subscription.close()));
-    await Promise.allSettled([...this.#pendingSends]);
+    // Sends whose publish timed out may still land: waited for, up to one more publish timeout, so a
+    // stopping process does not cut off what the brokers are about to take; the rest is cut off by the
+    // disconnect (its outcome unknown, as its publisher was told).
+    await waitAtMost(Promise.all([...this.#pendingSends]), this.#publishTimeoutMs);
     if (this.#producerConnection) await this.#producer.disconnect();
     if (this.#adminConnection) await (await this.#adminConnection.catch(() => undefined))?.disconnect();
   }
@@ -274,6 +301,12 @@ export class KafkaEventBus implements EventBus {
   #assertOpen(operation: string): void {
     if (this.#closing) throw new EventBusClosedError(operation);
   }
+}
+
+function waitAtMost(work: Promise<unknown>, timeoutMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
+  return Promise.race([work.then(() => undefined), timeout]).finally(() => clearTimeout(timer));
 }
 
 function validTopicSettings(name: string, settings: KafkaTopicSettings): KafkaTopicSettings {

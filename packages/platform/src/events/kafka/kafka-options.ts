@@ -42,7 +42,7 @@ export interface KafkaEventBusOptions {
   readonly sessionTimeoutMs?: number;
   /**
    * How long `subscribe` waits for the consumer to join its group; a consumer out of its group longer
-   * than this reports not live. Default 60 s.
+   * than this reports `reconnecting`. Default 60 s.
    */
   readonly joinTimeoutMs?: number;
   /**

@@ -15,7 +15,7 @@ export interface KafkaSubscriptionSettings {
   readonly partitionsConsumedConcurrently: number;
   readonly sessionTimeoutMs: number;
   readonly heartbeatIntervalMs: number;
-  /** How long a consumer may take to join its group; out of it longer than this, it is not live. */
+  /** How long a consumer may take to join its group; out of it longer than this, it is `reconnecting`. */
   readonly joinTimeoutMs: number;
   /** Backoff between attempts to start again a consumer that crashed for good. */
   readonly restart: { readonly initialDelayMs: number; readonly maxDelayMs: number };
@@ -26,8 +26,9 @@ export interface KafkaSubscriptionSettings {
  * One subscription in one group, consuming one topic through a kafkajs consumer. kafkajs restarts a
  * consumer by itself after a retriable crash; after one it will not restart (`restart: false`: an
  * authorization failure, a topic gone) the subscription starts a fresh consumer itself, with a backoff,
- * until one joins. Meanwhile `health()` says it is not live, and also once the consumer has been out of
- * its group longer than a join may take (kicked and unable to rejoin, the brokers gone).
+ * until one joins. Meanwhile `health()` says it is `dead`. A consumer out of its group longer than a join
+ * may take, while kafkajs keeps restarting it (the brokers gone, no coordinator), is `reconnecting`.
+ * Each change away from live, and back, is logged once.
  */
 export class KafkaSubscription implements EventSubscription {
   readonly #topic: EventTopic<DescMessage>;
@@ -46,6 +47,10 @@ export class KafkaSubscription implements EventSubscription {
   #lastError: string | undefined;
   #restartTimer: NodeJS.Timeout | undefined;
   #restartAttempts = 0;
+  /** Fires once the consumer has been out of its group for a join timeout, to log that it is reconnecting. */
+  #reconnectingTimer: NodeJS.Timeout | undefined;
+  /** Whether a state other than live was logged, so getting back is logged too. */
+  #downLogged = false;
   /** Stops the current consumer's handlers when the subscription closes. */
   #stopRunning: (() => void) | undefined;
 
@@ -84,11 +89,12 @@ export class KafkaSubscription implements EventSubscription {
   health(): SubscriptionHealth {
     const topic = this.#topic.name;
     const { group } = this.#options;
-    if (this.#closing) return { topic, group, live: false, reason: 'closed' };
+    if (this.#closing) return { topic, group, state: 'dead', live: false, reason: 'closed' };
     if (this.#dead) {
       return {
         topic,
         group,
+        state: 'dead',
         live: false,
         reason: `consumer crashed and is being started again: ${this.#lastError ?? 'unknown error'}`,
         downSince: new Date(this.#dead.since),
@@ -99,12 +105,13 @@ export class KafkaSubscription implements EventSubscription {
       return {
         topic,
         group,
+        state: 'reconnecting',
         live: false,
         reason: `consumer out of its group longer than ${this.#settings.joinTimeoutMs} ms: ${this.#lastError ?? 'rejoining'}`,
         downSince: new Date(since),
       };
     }
-    return { topic, group, live: true };
+    return { topic, group, state: 'live', live: true };
   }
 
   close(): Promise<void> {
@@ -113,6 +120,7 @@ export class KafkaSubscription implements EventSubscription {
       // disconnect then waits for the in-flight handler and commits what was acknowledged.
       this.#stopping.abort();
       clearTimeout(this.#restartTimer);
+      clearTimeout(this.#reconnectingTimer);
       await this.#launching?.catch(() => undefined);
       await this.#consumer?.disconnect();
     })();
@@ -164,6 +172,7 @@ export class KafkaSubscription implements EventSubscription {
       if (payload.restart) return; // kafkajs starts it again by itself
       running.abort();
       this.#dead ??= { since: this.#outOfGroupSince ?? this.#now() };
+      this.#downLogged = true;
       // A crash while starting fails the start instead (its caller decides what comes next).
       if (!this.#launching) this.#scheduleRestart();
     });
@@ -196,6 +205,20 @@ export class KafkaSubscription implements EventSubscription {
   }
 
   #joinedGroup(): void {
+    clearTimeout(this.#reconnectingTimer);
+    this.#reconnectingTimer = undefined;
+    if (this.#downLogged) {
+      const since = this.#dead?.since ?? this.#outOfGroupSince;
+      this.#settings.logger.info(
+        {
+          topic: this.#topic.name,
+          group: this.#options.group,
+          downForMs: since === undefined ? undefined : this.#now() - since,
+        },
+        'Kafka consumer is live again',
+      );
+    }
+    this.#downLogged = false;
     this.#outOfGroupSince = undefined;
     this.#dead = undefined;
     this.#lastError = undefined;
@@ -204,6 +227,18 @@ export class KafkaSubscription implements EventSubscription {
   #leftGroup(reason: string): void {
     this.#outOfGroupSince ??= this.#now();
     this.#lastError = reason;
+    // The crossing into `reconnecting` is a matter of time, not of an event: logged when it happens.
+    this.#reconnectingTimer ??= setTimeout(() => {
+      this.#reconnectingTimer = undefined;
+      const health = this.health();
+      if (health.state !== 'reconnecting') return;
+      this.#downLogged = true;
+      this.#settings.logger.warn(
+        { topic: health.topic, group: health.group, reason: health.reason, downSince: health.downSince },
+        'Kafka consumer is reconnecting: out of its group longer than a join may take (the process stays ready)',
+      );
+    }, this.#settings.joinTimeoutMs);
+    this.#reconnectingTimer.unref();
   }
 
   #scheduleRestart(): void {

@@ -8,6 +8,7 @@ import { MemoryFrameStreams } from './frame-streams.js';
 import { MemoryLifecycle } from './memory-context.js';
 import { MemoryNonceAllocator } from './nonces.js';
 import { MemoryPresence } from './presence.js';
+import { MemoryQueues } from './queues.js';
 import { MemoryRateWindows } from './rate-windows.js';
 import { MemoryRevocationMarkers } from './revocations.js';
 import { MemoryTallies } from './tallies.js';
@@ -34,6 +35,7 @@ export class MemoryStore implements Store {
   readonly counters: MemoryCounters;
   readonly tallies: MemoryTallies;
   readonly frames: MemoryFrameStreams;
+  readonly queues: MemoryQueues;
   readonly presence: MemoryPresence;
   readonly nonces: MemoryNonceAllocator;
   readonly revocations: MemoryRevocationMarkers;
@@ -52,6 +54,7 @@ export class MemoryStore implements Store {
     this.counters = new MemoryCounters(this.#lifecycle);
     this.tallies = new MemoryTallies(this.#lifecycle);
     this.frames = new MemoryFrameStreams(this.#lifecycle);
+    this.queues = new MemoryQueues(this.#lifecycle);
     this.presence = new MemoryPresence(this.#lifecycle);
     this.nonces = new MemoryNonceAllocator(this.#lifecycle);
     this.revocations = new MemoryRevocationMarkers(this.#lifecycle, this.rateWindows);

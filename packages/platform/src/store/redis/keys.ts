@@ -48,6 +48,10 @@ export class RedisKeyspace {
     return `${this.namespace}:frames:{${streamKey}}:dedup`;
   }
 
+  queue(queue: string): string {
+    return `${this.namespace}:queue:{${queue}}`;
+  }
+
   presenceExpiries(group: string): string {
     return `${this.namespace}:presence:{${group}}:expiries`;
   }

@@ -5,6 +5,7 @@ import type {
   ExclusiveLocks,
   ExpiringValues,
   FrameStreams,
+  Queues,
   NonceAllocator,
   Presence,
   RateWindows,
@@ -22,6 +23,7 @@ import { RedisFrameStreams } from './frame-streams.js';
 import { RedisKeyspace } from './keys.js';
 import { RedisNonceAllocator } from './nonces.js';
 import { RedisPresence } from './presence.js';
+import { RedisQueues } from './queues.js';
 import { RedisRateWindows } from './rate-windows.js';
 import { RedisRevocationMarkers } from './revocations.js';
 import { RedisTallies } from './tallies.js';
@@ -62,6 +64,7 @@ export class RedisStore implements Store {
   readonly counters: Counters;
   readonly tallies: Tallies;
   readonly frames: FrameStreams;
+  readonly queues: Queues;
   readonly presence: Presence;
   readonly nonces: NonceAllocator;
   readonly revocations: RevocationMarkers;
@@ -94,6 +97,7 @@ export class RedisStore implements Store {
     this.counters = new RedisCounters(this.#redis, this.keyspace);
     this.tallies = new RedisTallies(this.#redis, this.keyspace);
     this.frames = new RedisFrameStreams(this.#redis, this.keyspace, this.#blockingConnections);
+    this.queues = new RedisQueues(this.#redis, this.keyspace);
     this.presence = new RedisPresence(this.#redis, this.keyspace);
     this.nonces = new RedisNonceAllocator(this.#redis, this.keyspace);
     this.revocations = new RedisRevocationMarkers(this.#redis, this.keyspace);

@@ -1,0 +1,67 @@
+import { isAppError } from '@svc/platform';
+import { Counter, Histogram, Registry } from 'prom-client';
+import type { SettleOutcome } from '../payments/payment-settlement.js';
+import type { Verdict } from '../payments/payment-verifier.js';
+
+/**
+ * The payment-settler's Prometheus metrics, on the registry given (the process's, which the runner
+ * serves; no global state) or one of their own. Names start with `svc_payment_settler_`: in the
+ * all-in-one process every service shares one registry.
+ */
+export class PaymentSettlerMetrics {
+  readonly #verifications: Counter<'outcome' | 'code'>;
+  readonly #settlements: Counter<'outcome' | 'code'>;
+  readonly #settleSeconds: Histogram<'outcome'>;
+
+  constructor(readonly registry: Registry = new Registry()) {
+    const registers = [registry];
+    this.#verifications = new Counter({
+      name: 'svc_payment_settler_verifications_total',
+      help: 'x402 payments verified (VerifyPayment), by outcome: verified, refused with its refusal code, or error with its API error code (the chain could not be read).',
+      labelNames: ['outcome', 'code'],
+      registers,
+    });
+    this.#settlements = new Counter({
+      name: 'svc_payment_settler_settlements_total',
+      help: 'x402 settlements (SettlePayment), by outcome: settled, refused with its refusal code, session_unusable (another session is tried), or error with its API error code (blob_fee_too_high, unexpected_settle_error: the payment may have landed).',
+      labelNames: ['outcome', 'code'],
+      registers,
+    });
+    this.#settleSeconds = new Histogram({
+      name: 'svc_payment_settler_settle_seconds',
+      help: 'Time to settle a payment, the blob transaction mined (or refused), by outcome.',
+      labelNames: ['outcome'],
+      buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30, 60, 120],
+      registers,
+    });
+  }
+
+  verified(verdict: Verdict): void {
+    if ('verified' in verdict) this.#verifications.inc({ outcome: 'verified' });
+    else this.#verifications.inc({ outcome: 'refused', code: verdict.refused.code });
+  }
+
+  verifyFailed(error: unknown): void {
+    this.#verifications.inc({ outcome: 'error', code: errorCodeOf(error) });
+  }
+
+  settled(outcome: SettleOutcome, seconds: number): void {
+    if ('settled' in outcome) this.#settled('settled', seconds);
+    else if ('refused' in outcome) this.#settled('refused', seconds, outcome.refused.code);
+    else this.#settled('session_unusable', seconds);
+  }
+
+  settleFailed(error: unknown, seconds: number): void {
+    this.#settled('error', seconds, errorCodeOf(error));
+  }
+
+  #settled(outcome: string, seconds: number, code?: string): void {
+    this.#settlements.inc(code === undefined ? { outcome } : { outcome, code });
+    this.#settleSeconds.observe({ outcome }, seconds);
+  }
+}
+
+/** An AppError's code; anything else is a bug the caller hears as `internal`. */
+function errorCodeOf(error: unknown): string {
+  return isAppError(error) ? error.code : 'internal';
+}
