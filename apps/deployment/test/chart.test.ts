@@ -267,6 +267,9 @@ describe('the examples', () => {
       'Prefix /api',
       'Prefix /assets',
       'Exact /',
+      'Exact /index.html',
+      'Exact /favicon.ico',
+      'Exact /favicon.svg',
     ]);
     expect(objects.filter((object) => object.kind === 'ServiceMonitor')).toHaveLength(1);
     // It scrapes every component whose module exports metrics (the runner's listener), on its metrics port.

@@ -59,7 +59,12 @@ describe('calls from one service to another', () => {
 
     const balanced = serviceClient(replicas);
     await waitForClientReady(balanced, 5_000);
-    await sleep(50); // both subchannels connected: loopback takes well under this
+    // round_robin picks among connected replicas: once both answered, it alternates between them.
+    const deadline = Date.now() + 5_000;
+    while ((first.peers.length === 0 || second.peers.length === 0) && Date.now() < deadline)
+      await balanced.verifyPayment({ model: 'm' });
+    first.peers.length = 0;
+    second.peers.length = 0;
     for (let call = 0; call < 10; call++) await balanced.verifyPayment({ model: 'm' });
     expect(first.peers.length + second.peers.length).toBe(10);
     expect(first.peers.length).toBeGreaterThanOrEqual(4);
