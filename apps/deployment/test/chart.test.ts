@@ -86,6 +86,19 @@ describe.each(cases)('$name', ({ input }) => {
     expect(images.size).toBe(1);
   });
 
+  it("gives every service's stop less time than its pod's grace period, so it exits before it is killed", () => {
+    for (const workload of workloads(objects).filter((workload) => workload.kind !== 'Job')) {
+      const { spec } = podTemplate(workload);
+      for (const container of spec.containers) {
+        const timeout = envOf(container).get('SHUTDOWN_TIMEOUT')?.value ?? '';
+        expect({ target: targetOf(container), timeout }).toEqual({
+          target: targetOf(container),
+          timeout: `${spec.terminationGracePeriodSeconds! - 5}s`,
+        });
+      }
+    }
+  });
+
   it('runs every pod as non-root on a read-only root filesystem with every capability dropped', () => {
     for (const workload of workloads(objects)) {
       const pod = podTemplate(workload).spec;

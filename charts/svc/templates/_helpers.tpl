@@ -260,7 +260,12 @@ worker:
 {{- toYaml $env -}}
 {{- end -}}
 
-{{/* What every component reads from the runner: logging, local state, for gRPC services the bound address, and the metrics listener. (dict "root" $ "grpcPort" 50051 "metricsPort" 9465; either may be left out) */}}
+{{/*
+What every component reads from the runner: logging, local state, for gRPC services the bound address,
+the metrics listener, and how long a stopping process waits for its services: 5 s below the pod's grace
+period, so it exits cleanly before the kubelet kills it.
+(dict "root" $ "grpcPort" 50051 "metricsPort" 9465 "gracePeriod" 30; each may be left out)
+*/}}
 {{- define "svc.runnerEnv" -}}
 {{- $env := dict "LOG_LEVEL" (dict "value" .root.Values.global.logLevel) "STATE_DIR" (dict "value" .root.Values.stateDir) -}}
 {{- if .store -}}
@@ -269,6 +274,9 @@ worker:
 {{- if .grpcPort -}}
 {{- $_ := set $env "GRPC_HOST" (dict "value" "0.0.0.0") -}}
 {{- $_ := set $env "GRPC_PORT" (dict "value" (toString .grpcPort)) -}}
+{{- end -}}
+{{- if .gracePeriod -}}
+{{- $_ := set $env "SHUTDOWN_TIMEOUT" (dict "value" (printf "%ds" (max 1 (sub (int .gracePeriod) 5)))) -}}
 {{- end -}}
 {{- if .metricsPort -}}
 {{- $_ := set $env "METRICS_HOST" (dict "value" "0.0.0.0") -}}

@@ -25,6 +25,10 @@ export const runtimeConfigShape = {
     doc: "Port of this process's gRPC server; 0 picks a free one (the all-in-one target does when unset).",
     default: 50051,
   }),
+  SHUTDOWN_TIMEOUT: env.durationMs({
+    doc: 'How long a stopping process (SIGTERM, SIGINT) gives its services to stop (calls draining, events handed on, connections closed) before it exits anyway. Keep it above the services’ own drain times (DRAIN_TIMEOUT) and below the pod’s termination grace period: the chart sets it 5 s below `terminationGracePeriodSeconds`.',
+    default: '60s',
+  }),
   GRPC_MAX_CONNECTION_AGE: env.durationMs({
     doc: "How long a client connection to this process's gRPC server lives before the server asks the client to reconnect (a GOAWAY, ±10% jitter; calls in flight finish first, however long). Reconnecting makes clients look the peer's name up again, so replicas an autoscaler added start taking calls; `0` never asks.",
     default: '5m',
@@ -68,7 +72,7 @@ export const runtimeConfigShape = {
   KAFKA_SASL_USERNAME: env.optionalString({ doc: 'SASL user name for the Kafka brokers.' }),
   KAFKA_SASL_PASSWORD: env.optionalString({ doc: 'SASL password for the Kafka brokers.', secret: true }),
   KAFKA_PUBLISH_TIMEOUT: env.durationMs({
-    doc: 'How long publishing an event waits for the brokers to acknowledge it (connecting included) before it fails with PublishTimeoutError; the caller then retries or leaves it to its fallback (the key-event outbox keeps the event, the reservation TTL settles a spend). Keep it below 20s, the key-service transaction the outbox relay publishes in.',
+    doc: 'How long publishing an event waits for the brokers to acknowledge it (connecting included, and waiting behind the previous send of its topic, which goes first; a publish that times out before its send started is never sent) before it fails with PublishTimeoutError; the caller then retries or leaves it to its fallback (the key-event outbox keeps the event, the reservation TTL settles a spend). Keep it below 20s, the key-service transaction the outbox relay publishes in.',
     default: '5s',
   }),
   KAFKA_JOIN_TIMEOUT: env.durationMs({

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
-import { ConfigError, createLogger, GracefulShutdown } from '@svc/platform';
+import { ConfigError, createLogger, GracefulShutdown, loadConfig } from '@svc/platform';
+import { runtimeConfigShape } from './config.js';
 import { runTarget, type Target } from './runner.js';
 
 export interface CommandLine {
@@ -23,16 +24,29 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
  * and exits 1 with one fatal log line when it cannot start (a configuration error lists every problem).
  */
 export async function runMain(target: Target, options: { reset?: boolean } = {}): Promise<void> {
-  const shutdown = new GracefulShutdown({ logger: createLogger({ service: target.name }) });
-  // Listening before anything starts: a signal during start-up still stops what did start.
-  shutdown.listen();
   try {
-    const running = await runTarget(target, { reset: options.reset });
-    shutdown.add(target.name, () => running.stop());
+    const shutdown = new GracefulShutdown({
+      logger: createLogger({ service: target.name }),
+      timeoutMs: shutdownTimeoutMs(target),
+    });
+    // Listening before anything starts (a module may start before runTarget returns), and the closer
+    // added in the same tick, before any signal can be handled: a signal during start-up waits for the
+    // start, then stops what started (a failed start closes what it opened itself).
+    shutdown.listen();
+    const starting = runTarget(target, { reset: options.reset });
+    shutdown.add(target.name, async () => (await starting.catch(() => undefined))?.stop());
+    await starting;
   } catch (error) {
     const logger = createLogger({ service: target.name });
     if (error instanceof ConfigError) logger.fatal({ problems: error.problems }, error.message);
     else logger.fatal({ err: error }, `${target.name} failed to start`);
     process.exit(1);
   }
+}
+
+/** SHUTDOWN_TIMEOUT, read before the target starts (a signal may come during start-up). */
+function shutdownTimeoutMs(target: Target): number {
+  const env = { ...target.defaults, ...process.env };
+  const setting = { SHUTDOWN_TIMEOUT: runtimeConfigShape.SHUTDOWN_TIMEOUT };
+  return loadConfig(setting, { SHUTDOWN_TIMEOUT: env.SHUTDOWN_TIMEOUT || undefined }).SHUTDOWN_TIMEOUT;
 }

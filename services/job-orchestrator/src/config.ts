@@ -112,11 +112,11 @@ export const jobOrchestratorConfigShape = {
     min: 0,
   }),
   DRAIN_TIMEOUT: env.durationMs({
-    doc: 'How long a stopping replica waits for the calls it is running to end; jobs still running then are left to the job keeper of the remaining replicas (or of the next start).',
+    doc: "How long a stopping replica takes, all in all (one deadline, and a second more to free its locks): the calls it is running get it all but a third (at most 10 s), kept for recording and publishing their lifecycle events. Jobs still running then are left to the job keeper of the remaining replicas (or of the next start), events to another replica's outbox relay. The pod's grace period must exceed it, plus the bus's close (KAFKA_PUBLISH_TIMEOUT).",
     default: '30s',
   }),
   LIFECYCLE_OUTBOX_MAX_EVENTS: env.int({
-    doc: "Most job lifecycle events the outbox (a queue in the shared store) holds while the bus cannot take them; when full, new calls are refused (`job_failed`, nothing spent) and logged at error level. Events of calls under way are always kept. Sized for a Kafka outage: the default holds about an hour of a busy deployment's events.",
+    doc: "Most job lifecycle events the outbox (a queue in the shared store) holds while the bus cannot take them; when full, new calls are refused (`job_failed`, nothing spent, no event recorded) and logged at error level. Events of calls already under way are always kept, so the outbox may exceed it by those calls' remaining events. Sized for a Kafka outage: the default holds about an hour of a busy deployment's events.",
     default: 100_000,
     min: 1,
   }),
@@ -126,7 +126,7 @@ export const jobOrchestratorConfigShape = {
     min: 1,
   }),
   LIFECYCLE_RELAY_POLL_INTERVAL: env.durationMs({
-    doc: "How often the outbox relay (one replica's at a time) looks for lifecycle events queued by other replicas; events queued on its own replica go out at once.",
+    doc: "How often the outbox relay that holds the turn (one replica's at a time) looks for lifecycle events queued by other replicas (events queued on its own replica go out at once), and how often every other replica tries for the turn.",
     default: '1s',
   }),
   CHAIN_CACHE_TTL: env.durationMs({

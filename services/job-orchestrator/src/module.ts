@@ -16,7 +16,12 @@ import { jobOrchestratorConfigShape } from './config.js';
 import { jobOrchestratorHandlers } from './completions/job-orchestrator-service.js';
 import type { PaymentSettlerClient } from './completions/per-call-settlement.js';
 import type { WorkerLinkServer } from './link/worker-link-server.js';
-import { buildJobOrchestrator, verifyServiceAccounts, type JobOrchestratorParts } from './service.js';
+import {
+  buildJobOrchestrator,
+  stopCompletions,
+  verifyServiceAccounts,
+  type JobOrchestratorParts,
+} from './service.js';
 
 /** A running job-orchestrator; its parts (linked workers, completions, keeper) once started. */
 export interface JobOrchestratorInstance extends ServiceInstance {
@@ -124,19 +129,8 @@ export const jobOrchestratorModule = defineModule({
         );
       },
       async stop() {
-        const completions = parts?.completions;
-        if (completions) {
-          const left = await completions.runner.drain(config.DRAIN_TIMEOUT);
-          if (left > 0)
-            logger.warn(
-              { calls: left },
-              'stopping with calls in progress; the job keeper takes their jobs over',
-            );
-          await completions.keeper.stop();
-          // Nothing publishes any more: what is recorded goes out now, the rest waits in the store.
-          await completions.lifecycle.stop(config.DRAIN_TIMEOUT);
-          await completions.lifecycleRelay.stop();
-        }
+        // One deadline for calls, keeper and lifecycle events: DRAIN_TIMEOUT, and a second to free locks.
+        if (parts?.completions) await stopCompletions(parts.completions, config.DRAIN_TIMEOUT, logger);
         // Links end (workers redial another replica) only once the calls they answer have drained.
         await parts?.linkServer.stop();
         await link?.shutdown();

@@ -16,7 +16,11 @@ import { CompletionRunner } from './completions/completion-runner.js';
 import { ModelCatalogue } from './completions/model-catalogue.js';
 import { PerCallSettlement, type PaymentSettlerClient } from './completions/per-call-settlement.js';
 import { LifecyclePublisher } from './events/lifecycle-events.js';
-import { LifecycleRelay } from './events/lifecycle-relay.js';
+import {
+  LifecycleRelay,
+  lifecycleOutboxEvents,
+  lifecycleOutboxOldestAgeSeconds,
+} from './events/lifecycle-relay.js';
 import { JobKeeper } from './keeper/job-keeper.js';
 import { TrackedJobs } from './keeper/tracked-jobs.js';
 import { RegistryJobAttempts } from './link/job-attempts.js';
@@ -24,6 +28,7 @@ import { RegistryWorkerAdmission } from './link/worker-admission.js';
 import { WorkerLinkServer } from './link/worker-link-server.js';
 import { JobOrchestratorMetrics } from './observability/job-orchestrator-metrics.js';
 import { SessionPool } from './sessions/session-pool.js';
+import { Deadline, waitAtMost } from './time/wait-at-most.js';
 
 export interface JobOrchestratorPorts {
   readonly config: JobOrchestratorConfig;
@@ -61,6 +66,51 @@ export interface JobOrchestratorParts {
     | undefined;
 }
 
+/** What stopping completions takes: each part's stop, in `stopCompletions`' order. */
+export interface StoppingCompletions {
+  readonly runner: Pick<CompletionRunner, 'drain'>;
+  readonly keeper: Pick<JobKeeper, 'stop'>;
+  readonly lifecycle: Pick<LifecyclePublisher, 'stop'>;
+  readonly lifecycleRelay: Pick<LifecycleRelay, 'stop'>;
+}
+
+/** The part of a stop's time kept for the lifecycle events once the calls drained: a third, at most 10 s. */
+export function lifecycleStopShareMs(timeoutMs: number): number {
+  return Math.min(10_000, Math.floor(timeoutMs / 3));
+}
+
+/**
+ * Stops completions within one deadline, `timeoutMs` (DRAIN_TIMEOUT) from now (the relay frees its turn
+ * in at most a second more): the calls in progress get all of it but the lifecycle events' share
+ * (`lifecycleStopShareMs`), and the job keeper its current round within the same time; then the events
+ * still being recorded, then the relay's last passes, share what is left. Whatever is left then is
+ * another replica's: calls' jobs the keeper's, outbox events the relay's; an event not even recorded is
+ * logged in full at error level.
+ */
+export async function stopCompletions(
+  completions: StoppingCompletions,
+  timeoutMs: number,
+  logger: Logger,
+): Promise<void> {
+  const deadline = new Deadline(timeoutMs);
+  const calls = new Deadline(timeoutMs - lifecycleStopShareMs(timeoutMs));
+  const left = await completions.runner.drain(calls.remainingMs);
+  if (left > 0)
+    logger.warn({ calls: left }, 'stopping with calls in progress; the job keeper takes their jobs over');
+  // The keeper's round may publish events: waited for until the calls' time is up (a second at least).
+  const keeperStopped = await waitAtMost(
+    completions.keeper.stop(),
+    Math.min(deadline.remainingMs, Math.max(calls.remainingMs, 1_000)),
+  ).catch((error: unknown) => {
+    logger.warn({ err: error }, 'the job keeper did not stop cleanly');
+    return true;
+  });
+  if (!keeperStopped) logger.warn('the job keeper is still in its round; stopping without waiting for it');
+  // Nothing publishes any more: what is recorded goes out now, the rest waits in the store.
+  await completions.lifecycle.stop(deadline.remainingMs);
+  await completions.lifecycleRelay.stop(deadline.remainingMs);
+}
+
 /** The worker link server over the chain's registries and the shared store. */
 export function buildWorkerLinkServer(
   ports: Omit<JobOrchestratorPorts, 'bus' | 'provider' | 'deploymentBlock'>,
@@ -90,7 +140,10 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
   const replicaId = ports.replicaId ?? randomUUID();
   const linkServer = buildWorkerLinkServer({ ...ports, replicaId });
   const catalogue = new ModelCatalogue(chain, linkServer, config.CHAIN_CACHE_TTL);
-  const metrics = new JobOrchestratorMetrics(ports.metrics, () => linkServer.live());
+  const metrics = new JobOrchestratorMetrics(ports.metrics, () => linkServer.live(), {
+    events: () => lifecycleOutboxEvents(store),
+    oldestAgeSeconds: () => lifecycleOutboxOldestAgeSeconds(store),
+  });
   if (!config.SERVICE_SIGNER_PRIVATE_KEY) return { linkServer, catalogue, metrics, completions: undefined };
 
   const principal = new Wallet(config.SERVICE_SIGNER_PRIVATE_KEY, provider);
@@ -115,7 +168,6 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     replicaId,
     batchSize: config.LIFECYCLE_RELAY_BATCH_SIZE,
     pollIntervalMs: config.LIFECYCLE_RELAY_POLL_INTERVAL,
-    stopTimeoutMs: config.DRAIN_TIMEOUT,
   });
   const lifecycle = new LifecyclePublisher(store, logger, {
     maxEvents: config.LIFECYCLE_OUTBOX_MAX_EVENTS,

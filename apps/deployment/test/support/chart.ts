@@ -132,6 +132,7 @@ export interface PodSpec {
   readonly volumes?: Array<{ name: string; emptyDir?: object; persistentVolumeClaim?: object }>;
   readonly serviceAccountName?: string;
   readonly automountServiceAccountToken?: boolean;
+  readonly terminationGracePeriodSeconds?: number;
 }
 
 export interface PodTemplate {

@@ -134,6 +134,7 @@ export function wiredSettings(component: Component): Map<string, string> {
     ['LOG_LEVEL', 'global.logLevel'],
     ['STATE_DIR', "the image's default is inside the read-only root filesystem"],
   ]);
+  if (component.kind !== 'Job') wired.set('SHUTDOWN_TIMEOUT', "below the pod's termination grace period");
   const read = readSettings(component);
   for (const need of component.module?.needs ?? []) {
     for (const setting of DEPENDENCY_SETTINGS[need] ?? []) wired.set(setting, `the module needs ${need}`);

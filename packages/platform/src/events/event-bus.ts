@@ -82,7 +82,8 @@ export interface EventBus {
   ensureTopics(topics: readonly EventTopic[]): Promise<void>;
   /**
    * Resolves once the broker has acknowledged the event (at-least-once: it will be delivered). Rejects
-   * with `PublishTimeoutError` when no acknowledgement came within the bus's publish timeout.
+   * with `PublishTimeoutError` when no acknowledgement came within the bus's publish timeout, which on
+   * Kafka includes waiting for the topic's previous send to settle (sends of a topic go one at a time).
    */
   publish<Desc extends DescMessage>(
     topic: EventTopic<Desc>,

@@ -11,19 +11,25 @@ export function resolvePublishTimeoutMs(timeoutMs: number | undefined): number {
 }
 
 /**
- * Settles like `work`, or rejects with PublishTimeoutError once `timeoutMs` has passed. The work itself
- * cannot be called back (a kafkajs send goes on retrying): its late outcome is dropped, not left unhandled.
+ * Settles like `work`, or rejects with PublishTimeoutError once `timeoutMs` has passed, calling
+ * `onTimeout` first (so work that has not begun yet can be dropped). Work that has begun cannot be called
+ * back (a kafkajs send goes on retrying): its late outcome is dropped, not left unhandled.
  */
 export function withPublishTimeout<T>(
   work: Promise<T>,
-  context: { readonly topic: string; readonly events: number; readonly timeoutMs: number },
+  context: {
+    readonly topic: string;
+    readonly events: number;
+    readonly timeoutMs: number;
+    readonly onTimeout?: () => void;
+  },
 ): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(
-      () => reject(new PublishTimeoutError(context.topic, context.timeoutMs, context.events)),
-      context.timeoutMs,
-    );
+    timer = setTimeout(() => {
+      context.onTimeout?.();
+      reject(new PublishTimeoutError(context.topic, context.timeoutMs, context.events));
+    }, context.timeoutMs);
   });
   work.catch(() => undefined);
   return Promise.race([work, timedOut]).finally(() => clearTimeout(timer));

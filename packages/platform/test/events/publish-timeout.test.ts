@@ -8,7 +8,9 @@ import {
   PublishTimeoutError,
   type EventBus,
 } from '../../src/events/index.js';
-import { FakeKafka } from './fake-kafka.js';
+import { waitUntil } from '@svc/testkit';
+import { sendOrderWaitMs } from '../../src/events/kafka/kafka-options.js';
+import { capturingLogger, FakeKafka } from './fake-kafka.js';
 import { sampleEvent, sampleTopic } from './fixtures.js';
 
 // publish and publishBatch give up after the publish timeout with a typed error instead of waiting on
@@ -108,13 +110,25 @@ describe('publish timeout', () => {
   });
 
   describe('a send that outlives its timeout', () => {
-    function heldBus(publishTimeoutMs = 50) {
+    // Timeouts: SHORT where a publish timing out is the point, LONG (2 s) for what must not time out on a
+    // loaded machine. The bus has one timeout, so a test whose publish times out and whose retry must not
+    // uses LONG for both and waits it out once.
+    const SHORT = 50;
+    const LONG = 2_000;
+
+    function heldBus(
+      publishTimeoutMs: number,
+      order: { requestTimeoutMs?: number; maxRetryTimeMs?: number } = {},
+    ) {
       const fake = new FakeKafka();
+      const captured = capturingLogger();
       const kafka = new KafkaEventBus({
         brokers: ['kafka:9092'],
         clientId: 'test',
         client: fake,
         publishTimeoutMs,
+        logger: captured.logger,
+        ...order,
       });
       const producer = fake.producers[0]!;
       producer.holdSends = true;
@@ -122,17 +136,23 @@ describe('publish timeout', () => {
         producer.sent.map((record) =>
           record.messages.map((m) => m.key?.toString() + ':' + String(m.headers?.['event-id'])).join(','),
         );
-      return { kafka, producer, landed };
+      const sendsHeld = (count: number) =>
+        waitUntil(
+          () => producer.heldSends,
+          (held) => held === count,
+          { what: `${count} held sends`, timeoutMs: LONG, intervalMs: 2 },
+        );
+      return { kafka, producer, landed, sendsHeld, lines: captured.lines };
     }
 
     it('lets a retry go out only after the attempt it repeats has settled, so the original lands first', async () => {
-      const { kafka, producer, landed } = heldBus();
+      const { kafka, producer, landed } = heldBus(LONG);
       bus = kafka;
       // The first attempt times out, but kafkajs keeps it going.
       await expect(kafka.publish(topic, event(1))).rejects.toBeInstanceOf(PublishTimeoutError);
       expect(producer.heldSends).toBe(1);
 
-      // The caller retries (the same event, then the next one): neither is sent while the first is pending.
+      // The caller retries (the same event, then the next one): not sent while the first is pending.
       const retry = kafka.publishBatch(topic, [{ message: event(1) }, { message: event(2) }]);
       await sleep(10);
       expect(producer.heldSends).toBe(1);
@@ -144,7 +164,7 @@ describe('publish timeout', () => {
     });
 
     it('sends the retry alone when the timed-out attempt finally failed', async () => {
-      const { kafka, producer, landed } = heldBus();
+      const { kafka, producer, landed } = heldBus(LONG);
       bus = kafka;
       await expect(kafka.publish(topic, event(1))).rejects.toBeInstanceOf(PublishTimeoutError);
       const retry = kafka.publish(topic, event(1));
@@ -153,30 +173,66 @@ describe('publish timeout', () => {
       expect(landed()).toEqual(['k:evt-1']);
     });
 
-    it('times a queued publish out too, while the send before it is still pending', async () => {
-      const { kafka, producer } = heldBus();
+    it('never sends a queued publish whose caller gave up before its turn: retries during an outage are not piled up', async () => {
+      const { kafka, producer, landed, sendsHeld } = heldBus(LONG);
       bus = kafka;
-      await expect(kafka.publish(topic, event(1))).rejects.toBeInstanceOf(PublishTimeoutError);
-      await expect(kafka.publish(topic, event(2))).rejects.toBeInstanceOf(PublishTimeoutError);
-      expect(producer.heldSends).toBe(1);
+      // The first attempt starts and hangs; two retries queue behind it and time out there, unsent.
+      const attempts = [
+        kafka.publish(topic, event(1)),
+        kafka.publish(topic, event(1)),
+        kafka.publish(topic, event(1)),
+      ];
+      for (const attempt of attempts) await expect(attempt).rejects.toBeInstanceOf(PublishTimeoutError);
+      await sendsHeld(1);
+
+      // The retry that is still waiting when the brokers answer again is the only one sent after the original.
+      const retry = kafka.publishBatch(topic, [{ message: event(1) }, { message: event(2) }]);
       producer.releaseHeldSends();
-      await sleep(5);
-      // The second one went out once the first settled, though its publisher had stopped waiting.
-      expect(producer.sent).toHaveLength(2);
+      await retry;
+      expect(landed()).toEqual(['k:evt-1', 'k:evt-1,k:evt-2']);
     });
 
     it('keeps other topics moving while one topic waits', async () => {
-      const { kafka, producer, landed } = heldBus();
+      const { kafka, producer, landed, sendsHeld } = heldBus(LONG);
       bus = kafka;
-      await expect(kafka.publish(topic, event(1))).rejects.toBeInstanceOf(PublishTimeoutError);
+      const first = kafka.publish(topic, event(1));
+      await sendsHeld(1);
       producer.holdSends = false;
       await kafka.publish(sampleTopic('publish-timeout-other', 'fixed'), event(9));
       expect(landed()).toEqual(['k:evt-9']);
       producer.releaseHeldSends();
+      await first;
+      expect(landed()).toEqual(['k:evt-9', 'k:evt-1']);
+    });
+
+    it('stops waiting for a started send after the publish timeout, a request timeout and the longest backoff, with a warning', async () => {
+      // Waits for a started send at most 2 000 + 100 + 100 ms from its start.
+      const { kafka, producer, landed, lines } = heldBus(LONG, {
+        requestTimeoutMs: 100,
+        maxRetryTimeMs: 100,
+      });
+      bus = kafka;
+      const started = Date.now();
+      await expect(kafka.publish(topic, event(1))).rejects.toBeInstanceOf(PublishTimeoutError);
+      producer.holdSends = false; // the first send stays stuck, later ones are answered
+
+      await kafka.publish(topic, event(2));
+      expect(Date.now() - started).toBeGreaterThanOrEqual(2_150); // it did wait, up to the bound
+      expect(landed()).toEqual(['k:evt-2']);
+      expect(lines).toContainEqual({
+        level: 'warn',
+        fields: { topic: topic.name, events: 1, pendingMs: expect.any(Number) },
+        message: expect.stringContaining('Kafka send still unacknowledged'),
+      });
+      // Later publishes no longer wait for the stuck send either; it may still land, after them.
+      await kafka.publish(topic, event(3));
+      producer.releaseHeldSends();
+      expect(landed()).toEqual(['k:evt-2', 'k:evt-3', 'k:evt-1']);
+      expect(lines.filter((line) => line.level === 'warn')).toHaveLength(1);
     });
 
     it('close waits for a timed-out send that may still land, up to one publish timeout', async () => {
-      const { kafka, producer } = heldBus(100);
+      const { kafka, producer } = heldBus(LONG);
       bus = kafka;
       await expect(kafka.publish(topic, event(1))).rejects.toBeInstanceOf(PublishTimeoutError);
       setTimeout(() => producer.releaseHeldSends(), 30);
@@ -184,6 +240,35 @@ describe('publish timeout', () => {
       expect(producer.sent).toHaveLength(1);
       expect(producer.disconnects).toBe(1);
     });
+
+    it('close waits for the started send only: a queued one whose caller gave up is never sent', async () => {
+      const { kafka, producer } = heldBus(SHORT);
+      bus = kafka;
+      await expect(kafka.publish(topic, event(1))).rejects.toBeInstanceOf(PublishTimeoutError);
+      await expect(kafka.publish(topic, event(2))).rejects.toBeInstanceOf(PublishTimeoutError);
+      // Only the started send is waited for: once it lands, close goes on at once.
+      setTimeout(() => producer.releaseHeldSends(), 10);
+      await kafka.close();
+      expect(producer.sent).toHaveLength(1);
+      expect(producer.disconnects).toBe(1);
+    });
+  });
+
+  it("waits for a started send the publish timeout plus kafkajs's request timeout and longest backoff", () => {
+    expect(sendOrderWaitMs({ publishTimeoutMs: 5_000 })).toBe(65_000);
+    expect(
+      sendOrderWaitMs({ publishTimeoutMs: 5_000, requestTimeoutMs: 10_000, maxRetryTimeMs: 2_000 }),
+    ).toBe(17_000);
+    expect(() => sendOrderWaitMs({ publishTimeoutMs: 5_000, maxRetryTimeMs: 0 })).toThrow(RangeError);
+    expect(
+      () =>
+        new KafkaEventBus({
+          brokers: ['k:1'],
+          clientId: 't',
+          client: new FakeKafka(),
+          requestTimeoutMs: 1.5,
+        }),
+    ).toThrow(RangeError);
   });
 
   it('refuses a publish timeout that is not a positive integer', () => {

@@ -9,11 +9,17 @@ import {
   type ServiceChain,
   type ServiceTransaction,
 } from '../chain/service-chain.js';
-import { JobLifecycleKind, type CallIdentity, type LifecyclePublisher } from '../events/lifecycle-events.js';
+import {
+  JobLifecycleKind,
+  type CallIdentity,
+  type LifecyclePublisher,
+  type LifecycleStep,
+} from '../events/lifecycle-events.js';
 import type { TrackedJobs } from '../keeper/tracked-jobs.js';
 import type { LinkedWorkers } from '../link/worker-link-server.js';
 import type { JobOrchestratorMetrics } from '../observability/job-orchestrator-metrics.js';
 import type { SessionLease, SessionPool } from '../sessions/session-pool.js';
+import { waitAtMost } from '../time/wait-at-most.js';
 import type { AnswerRelay, AttemptOutcome } from './answer-relay.js';
 import { delegatePaymentRefusal, delegateRefusalOf } from './delegate-payment.js';
 import type { ModelCatalogue } from './model-catalogue.js';
@@ -190,10 +196,7 @@ export class CompletionRunner {
    * submitted; whatever is left then is the job keeper's (on any replica) to drive to its end.
    */
   async drain(timeoutMs: number): Promise<number> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
-    await Promise.race([Promise.allSettled([...this.#running]), timeout]);
-    clearTimeout(timer);
+    await waitAtMost(Promise.allSettled([...this.#running]), timeoutMs);
     return this.#running.size;
   }
 }
@@ -209,6 +212,13 @@ class CompletionRun {
   #sentText = '';
   /** Whether a settlement was asked for: until then a per-call call's payment cannot have landed. */
   #settleAsked = false;
+  /**
+   * Whether the call's REQUESTED event is in the outbox. Until it is, the call records no event at all:
+   * none of its reservation went out, and none is needed (the gateway releases its hold on
+   * `jobSubmitted: false`, the hold's TTL if the gateway died), so a refused call (no worker, paused, a
+   * full outbox, the store down) costs the outbox nothing and a retry loop cannot grow it.
+   */
+  #requestedRecorded = false;
 
   constructor(
     options: CompletionRunnerOptions,
@@ -243,20 +253,21 @@ class CompletionRun {
   }
 
   async execute(): Promise<void> {
-    const { lifecycle, logger } = this.#o;
+    const { logger } = this.#o;
     try {
       await this.#runJob();
     } catch (error) {
       const refusal = error instanceof NotSubmitted ? error.error : undefined;
       if (refusal) {
         this.#emit({ case: 'failed', error: refusal, jobSubmitted: false });
-        await lifecycle.publish(this.#identity, JobLifecycleKind.FAILED, { failureCode: refusal.code });
+        if (this.#requestedRecorded)
+          this.#publishAfterEnd(JobLifecycleKind.FAILED, { failureCode: refusal.code });
         return;
       }
       if (error instanceof SubmissionUnknown) {
         // The job may be on chain: the keeper adopts a settlement it sees for the service's sessions.
         this.#emit({ case: 'failed', error: error.error, jobSubmitted: true });
-        await lifecycle.publish(this.#identity, JobLifecycleKind.FAILED, { failureCode: error.error.code });
+        this.#publishAfterEnd(JobLifecycleKind.FAILED, { failureCode: error.error.code });
         return;
       }
       logger.error({ err: error, requestId: this.#call.requestId }, 'completion run failed unexpectedly');
@@ -274,8 +285,9 @@ class CompletionRun {
     const { lifecycle } = this.#o;
     const call = this.#call;
     const model = await this.#refuseUnless(() => this.#checkRunnable());
-    // A full outbox refuses the call here, before anything is spent.
+    // A full outbox (or the store down) refuses the call here, before anything is spent.
     await this.#refuseUnless(() => lifecycle.requested(this.#identity));
+    this.#requestedRecorded = true;
     const { payment } = call;
     if (payment.kind === 'delegate') {
       await this.#refuseUnless(() => this.#checkPayment(payment.wallet, model.fee));
@@ -428,7 +440,7 @@ class CompletionRun {
         }
         if (outcome.kind === 'undelivered') {
           await lease.release();
-          await this.#fail(
+          this.#fail(
             new AppError('job_failed', { message: 'The worker committed an answer but never delivered it.' }),
             service,
           );
@@ -449,10 +461,7 @@ class CompletionRun {
           ? await this.#reassign(jobId, attempt, failedSessions, service.worker, outcome.reason)
           : undefined;
         if (!retried) {
-          await this.#fail(
-            new AppError('job_failed', { message: `The job failed: ${outcome.reason}.` }),
-            service,
-          );
+          this.#fail(new AppError('job_failed', { message: `The job failed: ${outcome.reason}.` }), service);
           if (failedJob?.state === JobState.Failed) await this.#refund(jobId, failedJob.fee);
           return;
         }
@@ -498,7 +507,7 @@ class CompletionRun {
     if (!text.startsWith(this.#sentText)) {
       const error = new AppError('stream_diverged');
       this.#emit({ case: 'failed', error, jobSubmitted: true });
-      await this.#o.lifecycle.publish(this.#identity, JobLifecycleKind.DIVERGED, {
+      this.#publishAfterEnd(JobLifecycleKind.DIVERGED, {
         jobId,
         attempt,
         failureCode: error.code,
@@ -510,7 +519,7 @@ class CompletionRun {
     this.#start(service, fee);
     if (this.#call.stream && tail.length > 0) this.#emit({ case: 'delta', text: tail });
     this.#emit({ case: 'completed', text, service, charged: fee });
-    await this.#o.lifecycle.publish(this.#identity, JobLifecycleKind.ANSWERED, {
+    this.#publishAfterEnd(JobLifecycleKind.ANSWERED, {
       jobId,
       attempt,
       feeWei: fee,
@@ -530,7 +539,7 @@ class CompletionRun {
       { jobId: jobId.toString(), attempt, worker: service.worker },
       'committed hash differs from the signed final: disputing',
     );
-    await this.#fail(
+    this.#fail(
       new AppError('job_failed', {
         message: "The worker's committed answer does not match the answer it delivered.",
       }),
@@ -561,13 +570,30 @@ class CompletionRun {
     }
   }
 
-  async #fail(error: AppError, service: ServiceDescription): Promise<void> {
+  #fail(error: AppError, service: ServiceDescription): void {
     this.#emit({ case: 'failed', error, jobSubmitted: true });
-    await this.#o.lifecycle.publish(this.#identity, JobLifecycleKind.FAILED, {
+    this.#publishAfterEnd(JobLifecycleKind.FAILED, {
       jobId: service.jobId,
       sessionId: service.sessionId,
       failureCode: error.code,
     });
+  }
+
+  /**
+   * Publishes the event that goes with the call's end, without waiting for it: the caller has its answer
+   * and its stream must not stay open while the store is down. The publisher records it after the call's
+   * earlier events and keeps trying until stopped (which waits for it, or logs it in full). Events that
+   * must be recorded before the run goes on (REFUNDED before the job is forgotten) are still awaited.
+   */
+  #publishAfterEnd(kind: JobLifecycleKind, step: LifecycleStep): void {
+    this.#o.lifecycle
+      .publish(this.#identity, kind, step)
+      .catch((error: unknown) =>
+        this.#o.logger.error(
+          { err: error, kind: JobLifecycleKind[kind], reservationId: this.#identity.reservationId },
+          'job lifecycle event not recorded',
+        ),
+      );
   }
 
   /** Makes sure a failed attempt is Failed on chain: a job past its deadline is timed out. */

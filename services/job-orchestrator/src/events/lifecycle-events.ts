@@ -8,6 +8,7 @@ import {
   JobLifecycleKind,
   PaymentPath,
 } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
+import { waitAtMost } from '../time/wait-at-most.js';
 
 /** The store queue every replica puts its lifecycle events in; the relay hands them to the bus. */
 export const LIFECYCLE_OUTBOX = 'job-lifecycle-outbox';
@@ -48,16 +49,29 @@ export interface LifecyclePublisherSettings {
 
 const STORE_RETRY: RetryPolicy = { initialDelayMs: 100, maxDelayMs: 5_000, multiplier: 2, jitter: 0.2 };
 
+/** An event handed to `publish` and not recorded yet. */
+interface PendingEvent {
+  readonly payload: Uint8Array;
+  readonly call: CallIdentity;
+  readonly kind: JobLifecycleKind;
+  /** Logged as lost by a stopping publisher: not tried again. */
+  givenUp: boolean;
+  /** Resolves once given up, even while a store command for it still hangs. */
+  readonly gaveUp: Promise<void>;
+  readonly giveUp: () => void;
+}
+
 /**
  * Records `svc.job-lifecycle.v1` events for calls (docs/events.md) in the outbox, a queue in the shared
  * store that the LifecycleRelay hands to the bus: the completion path never waits on Kafka, and an event
  * outlives a broker outage and the replica that recorded it.
  *
  * The events of one reservation go into the outbox one after another, in the order they were published
- * here, so they reach the bus in that order. A full outbox refuses new calls (`requested`), loudly and
- * before anything is spent; it never refuses an event of a call under way, which settles spend. While the
- * store fails, an event is retried with a backoff (later events of its call wait behind it) until it is
- * in, or the publisher stops, which logs every event it could not record at error level, in full.
+ * here, so they reach the bus in that order. A new call starts with `requested`, which a full outbox (or
+ * a failing store) refuses, loudly and before anything is spent; a call refused there records nothing
+ * more. An event of a call under way is never refused: it settles spend. While the store fails, such an
+ * event is retried with a backoff (later events of its call wait behind it) until it is in, or the
+ * publisher stops, which logs every event it could not record at error level, in full.
  */
 export class LifecyclePublisher {
   readonly #store: Store;
@@ -65,6 +79,9 @@ export class LifecyclePublisher {
   readonly #settings: LifecyclePublisherSettings;
   /** Per reservation, its last event until recorded: the next one waits for it. */
   readonly #tails = new Map<string, Promise<void>>();
+  readonly #unrecorded = new Set<PendingEvent>();
+  /** Cuts the backoff of events being retried short once stopped. */
+  readonly #stopping = new AbortController();
   #stopped = false;
 
   constructor(store: Store, logger: Logger, settings: LifecyclePublisherSettings) {
@@ -74,33 +91,61 @@ export class LifecyclePublisher {
   }
 
   /**
-   * Records a new call's REQUESTED event, or refuses the call while the outbox is full: AppError
-   * `job_failed`, thrown before anything was submitted (nothing is spent, the gateway releases the hold).
+   * Records a new call's REQUESTED event, or refuses the call while the outbox is full or the store
+   * fails: AppError `job_failed`, thrown before anything was submitted (nothing is spent, the gateway
+   * releases the hold). A refused call publishes nothing more: the outbox bound holds.
    */
   async requested(call: CallIdentity): Promise<void> {
-    const queued = await this.#store.queues.push(
-      LIFECYCLE_OUTBOX,
-      encode(call, JobLifecycleKind.REQUESTED, {}),
-      this.#settings.maxEvents,
-    );
+    const refusal = (cause?: unknown) =>
+      new AppError('job_failed', {
+        message: 'The server cannot record new jobs now; try again later.',
+        ...(cause === undefined ? {} : { cause }),
+      });
+    let queued: string | null;
+    try {
+      queued = await this.#store.queues.push(
+        LIFECYCLE_OUTBOX,
+        encode(call, JobLifecycleKind.REQUESTED, {}),
+        this.#settings.maxEvents,
+      );
+    } catch (error) {
+      this.#logger.warn(
+        { err: error, reservationId: call.reservationId },
+        'could not record a new call in the job lifecycle outbox (is the store down?): refusing it',
+      );
+      throw refusal(error);
+    }
     if (queued === null) {
       this.#logger.error(
         { reservationId: call.reservationId, maxEvents: this.#settings.maxEvents },
         'job lifecycle outbox is full (is the bus down?): refusing a new call',
       );
-      throw new AppError('job_failed', {
-        message: 'The server cannot record new jobs now; try again later.',
-      });
+      throw refusal();
     }
     this.#settings.onQueued?.();
   }
 
-  /** Records one event of a call under way, after the call's earlier events; resolves once it is in. */
+  /**
+   * Records one event of a call under way (its REQUESTED recorded), after the call's earlier events;
+   * resolves once it is in, or given up by `stop` (logged). Never rejects.
+   */
   publish(call: CallIdentity, kind: JobLifecycleKind, step: LifecycleStep = {}): Promise<void> {
-    const payload = encode(call, kind, step);
+    let giveUp = (): void => undefined;
+    const gaveUp = new Promise<void>((resolve) => (giveUp = resolve));
+    const event: PendingEvent = {
+      payload: encode(call, kind, step),
+      call,
+      kind,
+      givenUp: false,
+      gaveUp,
+      giveUp,
+    };
+    this.#unrecorded.add(event);
     const key = call.reservationId;
     const previous = this.#tails.get(key) ?? Promise.resolve();
-    const recorded = previous.then(() => this.#record(payload, call, kind));
+    const recorded = previous
+      .then(() => Promise.race([this.#record(event), event.gaveUp]))
+      .catch((error: unknown) => this.#giveUp(event, error));
     this.#tails.set(key, recorded);
     void recorded.then(() => {
       if (this.#tails.get(key) === recorded) this.#tails.delete(key);
@@ -109,46 +154,68 @@ export class LifecyclePublisher {
   }
 
   /**
-   * Stops retrying: waits up to `timeoutMs` for events still being recorded, then gives up on the rest
-   * (each logged in full). Call once no call or keeper publishes any more.
+   * Stops retrying: waits up to `timeoutMs` for events still being recorded, then gives up on the rest,
+   * each logged in full at error level, and returns at once. Call once no call or keeper publishes any
+   * more (a later event is tried once, and logged if that fails).
    */
   async stop(timeoutMs: number): Promise<void> {
-    const pending = Promise.all([...this.#tails.values()]);
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
-    await Promise.race([pending, timeout]);
-    clearTimeout(timer);
+    await waitAtMost(Promise.all([...this.#tails.values()]), timeoutMs);
     this.#stopped = true;
-    await pending;
+    this.#stopping.abort();
+    for (const event of [...this.#unrecorded]) this.#giveUp(event, undefined);
   }
 
-  async #record(payload: Uint8Array, call: CallIdentity, kind: JobLifecycleKind): Promise<void> {
+  async #record(event: PendingEvent): Promise<void> {
     const retry = this.#settings.retry ?? STORE_RETRY;
-    for (let attempt = 1; ; attempt++) {
+    for (let attempt = 1; !event.givenUp; attempt++) {
       try {
-        await this.#store.queues.push(LIFECYCLE_OUTBOX, payload);
+        await this.#store.queues.push(LIFECYCLE_OUTBOX, event.payload);
+        this.#unrecorded.delete(event);
+        if (event.givenUp)
+          this.#logger.warn(
+            { kind: JobLifecycleKind[event.kind], reservationId: event.call.reservationId },
+            'job lifecycle event recorded after all (it was logged as lost): do not publish it by hand',
+          );
         this.#settings.onQueued?.();
         return;
       } catch (error) {
-        const context = {
-          err: error,
-          kind: JobLifecycleKind[kind],
-          reservationId: call.reservationId,
-          attempt,
-        };
+        if (event.givenUp) return;
         if (this.#stopped) {
-          // Loud and complete: an operator can publish it by hand (base64 protobuf JobLifecycleEvent).
-          this.#logger.error(
-            { ...context, event: Buffer.from(payload).toString('base64') },
-            'job lifecycle event lost: the store failed until the publisher stopped',
-          );
+          this.#giveUp(event, error);
           return;
         }
         const retryInMs = retryDelayMs(retry, attempt);
-        this.#logger.warn({ ...context, retryInMs }, 'could not record a job lifecycle event; retrying');
-        await sleep(retryInMs, undefined, { ref: false });
+        this.#logger.warn(
+          {
+            err: error,
+            kind: JobLifecycleKind[event.kind],
+            reservationId: event.call.reservationId,
+            attempt,
+            retryInMs,
+          },
+          'could not record a job lifecycle event; retrying',
+        );
+        await sleep(retryInMs, undefined, { ref: false, signal: this.#stopping.signal }).catch(
+          () => undefined,
+        );
       }
     }
+  }
+
+  /** Loud and complete: an operator can publish it by hand (base64 protobuf JobLifecycleEvent). */
+  #giveUp(event: PendingEvent, error: unknown): void {
+    if (event.givenUp || !this.#unrecorded.has(event)) return;
+    event.givenUp = true;
+    event.giveUp();
+    this.#logger.error(
+      {
+        ...(error === undefined ? {} : { err: error }),
+        kind: JobLifecycleKind[event.kind],
+        reservationId: event.call.reservationId,
+        event: Buffer.from(event.payload).toString('base64'),
+      },
+      'job lifecycle event lost: not recorded in the store before the publisher stopped',
+    );
   }
 }
 

@@ -7,6 +7,14 @@ export type KeeperAction = 'timeout' | 'refund' | 'release' | 'close_session';
 /** How a keeper round went: led (this replica holds the leader lock), not_leader, or failed. */
 export type KeeperRound = 'led' | 'not_leader' | 'failed';
 
+/** The job lifecycle outbox (shared by every replica), read at each scrape. */
+export interface LifecycleOutboxReader {
+  /** Events in it. */
+  events(): Promise<number>;
+  /** Age of its oldest event in seconds, 0 when empty; undefined when the head cannot be read. */
+  oldestAgeSeconds(): Promise<number | undefined>;
+}
+
 /**
  * The job-orchestrator's Prometheus metrics, on the registry given (the process's, which the runner
  * serves; no global state) or one of their own. Names start with `svc_job_orchestrator_`: in the
@@ -24,6 +32,8 @@ export class JobOrchestratorMetrics {
     readonly registry: Registry = new Registry(),
     /** Workers heartbeating now on any replica, read at each scrape. */
     liveWorkers?: () => Promise<readonly LiveWorker[]>,
+    /** The lifecycle outbox, read at each scrape, so a stalled relay shows as a growing age. */
+    outbox?: LifecycleOutboxReader,
   ) {
     const registers = [registry];
     this.#completions = new Counter({
@@ -63,6 +73,31 @@ export class JobOrchestratorMetrics {
       labelNames: ['result'],
       registers,
     });
+    if (outbox) {
+      // Each gauge reads its own value (one store command): prom-client collects metrics concurrently.
+      const outboxGauge = (name: string, help: string, read: () => Promise<number | undefined>) =>
+        new Gauge({
+          name,
+          help,
+          registers,
+          async collect() {
+            // Unreadable (the store is down): no sample rather than a stale one.
+            const value = await read().catch(() => undefined);
+            if (value === undefined) this.reset();
+            else this.set(value);
+          },
+        });
+      outboxGauge(
+        'svc_job_orchestrator_lifecycle_outbox_events',
+        'Job lifecycle events recorded in the outbox and not yet published to the bus (deployment-wide: every replica reports the same queue).',
+        () => outbox.events(),
+      );
+      outboxGauge(
+        'svc_job_orchestrator_lifecycle_outbox_oldest_event_age_seconds',
+        'Age of the oldest job lifecycle event in the outbox, by its occurred_at (0 when empty): grows while the relay cannot publish.',
+        () => outbox.oldestAgeSeconds(),
+      );
+    }
     if (!liveWorkers) return;
     const workerGauge = (name: string, help: string, value: (workers: readonly LiveWorker[]) => number) =>
       new Gauge({

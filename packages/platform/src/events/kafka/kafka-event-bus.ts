@@ -18,6 +18,7 @@ import type { EventTopic } from '../topic.js';
 import { kafkaLogCreator } from './kafka-log.js';
 import {
   kafkaTopicConfig,
+  sendOrderWaitMs,
   type KafkaClient,
   type KafkaEventBusOptions,
   type KafkaTopicSettings,
@@ -42,12 +43,17 @@ export class KafkaEventBus implements EventBus {
   readonly #newTopics: { numPartitions: number; replicationFactor: number };
   readonly #topics: ReadonlyMap<string, KafkaTopicSettings>;
   readonly #publishTimeoutMs: number;
+  /** How long a topic's next send waits for a started send that has not settled (see #sendInTurn). */
+  readonly #sendOrderWaitMs: number;
   readonly #subscriptionSettings: KafkaSubscriptionSettings;
   readonly #subscriptions = new Map<EventSubscription, KafkaSubscription>();
-  /** Every send until it settles, including those whose publish timed out (kafkajs still retries them). */
+  /**
+   * Every send until it settles, including those whose publish timed out (kafkajs still retries them),
+   * and every queued send whose publisher still waits for it.
+   */
   readonly #pendingSends = new Set<Promise<void>>();
-  /** Per topic, the latest send (settled or not), which the topic's next send waits for. */
-  readonly #lastSendOf = new Map<string, Promise<void>>();
+  /** Per topic, when the latest send lets the next one start (see #sendInTurn). */
+  readonly #turnAfter = new Map<string, Promise<void>>();
   #producerConnection: Promise<void> | undefined;
   #adminConnection: Promise<Admin> | undefined;
   #closing: Promise<void> | undefined;
@@ -63,6 +69,7 @@ export class KafkaEventBus implements EventBus {
         sasl: options.sasl,
         connectionTimeout: options.connectionTimeoutMs,
         requestTimeout: options.requestTimeoutMs,
+        ...(options.maxRetryTimeMs === undefined ? {} : { retry: { maxRetryTime: options.maxRetryTimeMs } }),
         logLevel: logLevel.INFO,
         logCreator: kafkaLogCreator(this.#logger),
       });
@@ -85,6 +92,11 @@ export class KafkaEventBus implements EventBus {
       ]),
     );
     this.#publishTimeoutMs = resolvePublishTimeoutMs(options.publishTimeoutMs);
+    this.#sendOrderWaitMs = sendOrderWaitMs({
+      publishTimeoutMs: this.#publishTimeoutMs,
+      requestTimeoutMs: options.requestTimeoutMs,
+      maxRetryTimeMs: options.maxRetryTimeMs,
+    });
     this.#subscriptionSettings = {
       client: this.#client,
       admin: () => this.#admin(),
@@ -143,40 +155,86 @@ export class KafkaEventBus implements EventBus {
       toKafkaMessage(encodeEvent(topic, event.message, event.requestId ?? currentRequestId())),
     );
     if (messages.length === 0) return;
-    const send = this.#sendAfterEarlier(topic.name, () =>
+    const send = this.#sendInTurn(topic.name, messages.length, () =>
       this.#connectProducer().then(() =>
         this.#producer.send({ topic: topic.name, acks: ACKS_ALL, messages }),
       ),
     );
-    // kafkajs keeps retrying an unreachable broker for a long while: the caller hears within the timeout,
-    // while the send itself goes on (tracked until it settles, see #sendAfterEarlier).
-    await withPublishTimeout(send, {
+    // The timeout counts from here, the wait for the topic's earlier send included. kafkajs keeps
+    // retrying an unreachable broker for a long while: the caller hears within the timeout, while a send
+    // that started goes on (tracked until it settles); one still queued is dropped (see #sendInTurn).
+    await withPublishTimeout(send.outcome, {
       topic: topic.name,
       events: messages.length,
       timeoutMs: this.#publishTimeoutMs,
+      onTimeout: send.abandon,
     });
   }
 
   /**
-   * Starts `send` once the topic's previous send has settled, even one whose publish already timed out:
-   * a caller's retry can then never overtake the attempt it repeats, so a topic's events land in the
-   * order they were published, a repeat only after its original. The send stays tracked until it
-   * settles, which `close()` waits for.
+   * Runs the topic's sends one at a time: `send` starts once the topic's previous send has settled, even
+   * one whose publish already timed out, so a caller's retry never overtakes the attempt it repeats and
+   * a topic's events land in the order they were published, a repeat after its original.
+   *
+   * Two bounds keep an outage from piling sends up behind one that kafkajs is still retrying:
+   * - a send whose publisher gave up (`abandon`, on its timeout) before its turn came is skipped: nothing
+   *   was sent, the publisher retries or falls back. Only sends that started are ever waited for.
+   * - a started send holds the topic's next send for at most `#sendOrderWaitMs` from its start; then
+   *   the next one goes (logged as a warning), and the stuck one may land after it.
+   *
+   * A send is tracked until it settles (a queued one until its publisher gives up), which `close()`
+   * waits for.
    */
-  #sendAfterEarlier(topic: string, send: () => Promise<unknown>): Promise<unknown> {
-    const previous = this.#lastSendOf.get(topic) ?? Promise.resolve();
-    const current = previous.then(send);
-    const settled = current.then(
+  #sendInTurn(
+    topic: string,
+    events: number,
+    send: () => Promise<unknown>,
+  ): { outcome: Promise<unknown>; abandon: () => void } {
+    const previous = this.#turnAfter.get(topic) ?? Promise.resolve();
+    let passTurn!: () => void;
+    const turnPassed = new Promise<void>((resolve) => (passTurn = resolve));
+    this.#turnAfter.set(topic, turnPassed);
+    void turnPassed.then(() => {
+      if (this.#turnAfter.get(topic) === turnPassed) this.#turnAfter.delete(topic);
+    });
+
+    let started = false;
+    let abandoned = false;
+    const outcome = previous.then(() => {
+      if (abandoned) {
+        passTurn();
+        return undefined;
+      }
+      started = true;
+      const startedAt = Date.now();
+      const sending = (async () => send())();
+      const orderWait = setTimeout(() => {
+        this.#logger.warn(
+          { topic, events, pendingMs: Date.now() - startedAt },
+          "Kafka send still unacknowledged: the topic's later publishes no longer wait for it (kafkajs keeps retrying it; its events may land after theirs)",
+        );
+        passTurn();
+      }, this.#sendOrderWaitMs);
+      orderWait.unref();
+      const settle = (): void => {
+        clearTimeout(orderWait);
+        passTurn();
+      };
+      sending.then(settle, settle);
+      return sending;
+    });
+    const tracked = outcome.then(
       () => undefined,
       () => undefined,
     );
-    this.#lastSendOf.set(topic, settled);
-    this.#pendingSends.add(settled);
-    void settled.then(() => {
-      this.#pendingSends.delete(settled);
-      if (this.#lastSendOf.get(topic) === settled) this.#lastSendOf.delete(topic);
-    });
-    return current;
+    this.#pendingSends.add(tracked);
+    void tracked.then(() => this.#pendingSends.delete(tracked));
+    const abandon = (): void => {
+      if (started) return;
+      abandoned = true;
+      this.#pendingSends.delete(tracked);
+    };
+    return { outcome, abandon };
   }
 
   async subscribe<Desc extends DescMessage>(
@@ -210,9 +268,11 @@ export class KafkaEventBus implements EventBus {
 
   async #shutDown(): Promise<void> {
     await Promise.allSettled([...this.#subscriptions.keys()].map((subscription) => subscription.close()));
-    // Sends whose publish timed out may still land: waited for, up to one more publish timeout, so a
-    // stopping process does not cut off what the brokers are about to take; the rest is cut off by the
-    // disconnect (its outcome unknown, as its publisher was told).
+    // Sends whose publish timed out may still land: waited for (with the queued sends whose publishers
+    // still wait), up to one more publish timeout, so a stopping process does not cut off what the
+    // brokers are about to take; the rest is cut off by the disconnect (its outcome unknown, as its
+    // publisher was told). Queued sends were published before closing, so their publishers have timed out
+    // by then: they are skipped, not sent to a disconnected producer.
     await waitAtMost(Promise.all([...this.#pendingSends]), this.#publishTimeoutMs);
     if (this.#producerConnection) await this.#producer.disconnect();
     if (this.#adminConnection) await (await this.#adminConnection.catch(() => undefined))?.disconnect();

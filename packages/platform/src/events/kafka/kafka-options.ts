@@ -18,7 +18,14 @@ export interface KafkaEventBusOptions {
   /** Passed to kafkajs as is (plain, scram-sha-256/512, aws, oauthbearer). */
   readonly sasl?: KafkaConfig['sasl'];
   readonly connectionTimeoutMs?: number;
+  /** How long kafkajs waits for the answer to one request before it retries. Default 30 s (kafkajs's). */
   readonly requestTimeoutMs?: number;
+  /**
+   * The longest kafkajs backs off between two attempts of a request (its `retry.maxRetryTime`); the
+   * idempotent producer retries a send without limit. Default 30 s (kafkajs's). With `client`, give the
+   * values that client uses: they bound how long a topic's later sends wait (`sendOrderWaitMs`).
+   */
+  readonly maxRetryTimeMs?: number;
   /**
    * How `ensureTopics` creates a topic that `topics` does not name (tests' topics, say); -1 (the
    * default) takes the broker's default.
@@ -30,8 +37,9 @@ export interface KafkaEventBusOptions {
    */
   readonly topics?: Readonly<Record<string, KafkaTopicSettings>>;
   /**
-   * How long `publish` and `publishBatch` wait for the brokers' acknowledgement (connecting included)
-   * before they reject with PublishTimeoutError. Default 5 s.
+   * How long `publish` and `publishBatch` wait for the brokers' acknowledgement (connecting included,
+   * and waiting behind the topic's previous send, which goes first) before they reject with
+   * PublishTimeoutError; a publish that times out before its send started is never sent. Default 5 s.
    */
   readonly publishTimeoutMs?: number;
   /** Backoff between attempts of a failing handler. */
@@ -53,6 +61,35 @@ export interface KafkaEventBusOptions {
   readonly logger?: EventBusLogger;
   /** A ready client instead of one built from the options above. */
   readonly client?: KafkaClient;
+}
+
+/** kafkajs's defaults of the settings above. */
+export const KAFKAJS_REQUEST_TIMEOUT_MS = 30_000;
+export const KAFKAJS_MAX_RETRY_TIME_MS = 30_000;
+
+/**
+ * How long a topic's next send waits for a send that started and has not settled: the send's own
+ * publish timeout, then one more kafkajs attempt (a request timeout) after its longest backoff (65 s
+ * with the defaults). A send pending that long has outlived its caller, kafkajs's longest pause between
+ * attempts and one more attempt; kafkajs goes on retrying it, but waiting longer would only stall the
+ * topic's later publishes.
+ */
+export function sendOrderWaitMs(options: {
+  readonly publishTimeoutMs: number;
+  readonly requestTimeoutMs?: number | undefined;
+  readonly maxRetryTimeMs?: number | undefined;
+}): number {
+  const requestTimeoutMs =
+    positiveInteger('requestTimeoutMs', options.requestTimeoutMs) ?? KAFKAJS_REQUEST_TIMEOUT_MS;
+  const maxRetryTimeMs =
+    positiveInteger('maxRetryTimeMs', options.maxRetryTimeMs) ?? KAFKAJS_MAX_RETRY_TIME_MS;
+  return options.publishTimeoutMs + maxRetryTimeMs + requestTimeoutMs;
+}
+
+function positiveInteger(name: string, value: number | undefined): number | undefined {
+  if (value !== undefined && (!Number.isInteger(value) || value < 1))
+    throw new RangeError(`${name} must be a positive integer, got ${value}`);
+  return value;
 }
 
 /**
