@@ -64,6 +64,15 @@ describe('RedisStore on a real Redis', () => {
     await other.close();
   });
 
+  it('hands out an entry it did not write (added by hand) with an empty payload, for the reader to remove', async () => {
+    await admin.xadd(`${NAMESPACE}:own:queue:{by-hand}`, '*', 'x', 'not ours');
+    await store.queues.push('by-hand', new Uint8Array([7]), 10);
+    const entries = await store.queues.peek('by-hand', 10);
+    expect(entries.map((entry) => [...entry.payload])).toEqual([[], [7]]);
+    await store.queues.remove('by-hand', [entries[0]!.id]);
+    expect(await store.queues.length('by-hand')).toBe(1);
+  });
+
   it('writes only under its namespace', async () => {
     const namespace = `${NAMESPACE}:own`;
     await store.counters.increment('c', 'f');
