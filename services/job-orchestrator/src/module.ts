@@ -5,7 +5,6 @@ import { WorkerLink } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
 import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
 import {
   createServiceGrpcServer,
-  jobLifecycleTopic,
   serviceCallers,
   serviceClientOptions,
   ServiceIdentity,
@@ -87,7 +86,6 @@ export const jobOrchestratorModule = defineModule({
         });
         if (parts.completions) {
           await verifyServiceAccounts(config, parts.completions.chain);
-          await bus.ensureTopics([jobLifecycleTopic]);
           parts.completions.keeper.start();
           parts.completions.lifecycleRelay.start();
         } else {

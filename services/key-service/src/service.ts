@@ -1,12 +1,13 @@
 import {
   type EventBus,
-  type EventSubscription,
   jobLifecycleTopic,
   keyEventsTopic,
   type Logger,
+  RetriedSubscription,
   type Store,
 } from '@svc/platform';
 import type { ServiceImpl } from '@svc/proto';
+import type { JobLifecycleEventSchema } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
 import type { Registry } from 'prom-client';
 import type { KeyServiceConfig } from './config.js';
 import type { PrismaClient } from './db/database.js';
@@ -118,7 +119,7 @@ export function buildKeyService(ports: KeyServicePorts): KeyServiceInstance {
   );
 
   const domain: KeyServiceDomain = { signIn, tokenKeys, apiKeys, resolver, ledger, limitHits };
-  let lifecycleSubscription: EventSubscription | undefined;
+  let lifecycleSubscription: RetriedSubscription<typeof JobLifecycleEventSchema> | undefined;
 
   return {
     handlers: keyServiceHandlers(domain),
@@ -126,11 +127,19 @@ export function buildKeyService(ports: KeyServicePorts): KeyServiceInstance {
     relay,
     metrics,
     async start() {
-      await bus.ensureTopics([keyEventsTopic, jobLifecycleTopic]);
-      lifecycleSubscription = await bus.subscribe(jobLifecycleTopic, {
-        group: config.LIFECYCLE_CONSUMER_GROUP,
-        handler: lifecycleSettlementHandler(ledger, logger),
-      });
+      lifecycleSubscription = new RetriedSubscription(
+        bus,
+        jobLifecycleTopic,
+        { group: config.LIFECYCLE_CONSUMER_GROUP, handler: lifecycleSettlementHandler(ledger, logger) },
+        {
+          logger,
+          ensureTopics: [keyEventsTopic, jobLifecycleTopic],
+          meanwhile: 'the holds of calls whose gateway died lapse instead of settling from their events',
+        },
+      );
+      // With the brokers up the consumer is live before the service serves; without them it serves
+      // anyway (a pod restarted during an outage must start) and keeps trying in the background.
+      await lifecycleSubscription.firstAttempt;
       relay.start();
       sweeper.start();
       // Events committed while no replica ran go out now, not at the first poll.

@@ -390,3 +390,35 @@ describe('the key-event outbox relay', () => {
     }
   });
 });
+
+describe('a replica started while the brokers cannot be reached', () => {
+  it('starts and serves, and consumes job lifecycle events once they are back', async () => {
+    let down = true;
+    const observed = observedBus(bus);
+    const unreachable = new Proxy(observed.bus, {
+      get(target, property) {
+        if (property === 'ensureTopics')
+          return (topics: Parameters<EventBus['ensureTopics']>[0]) =>
+            down ? Promise.reject(new Error('connect ECONNREFUSED')) : target.ensureTopics(topics);
+        return passThrough(target, property);
+      },
+    });
+    const replica = await startReplica({
+      databaseUrl: database.url,
+      store: redis.open(),
+      tokenKeys,
+      bus: unreachable,
+      env: { RESERVATION_SWEEP_INTERVAL: '1h', OUTBOX_POLL_INTERVAL: '1h' },
+    });
+    replicas.push(replica);
+    expect(observed.subscriptions).toHaveLength(0);
+    expect(await replica.client.getJwks({})).toBeDefined();
+
+    down = false;
+    await waitFor(() => observed.subscriptions.length === 1 || undefined, {
+      what: 'the lifecycle consumer subscribed once the brokers are back',
+      timeoutMs: 10_000,
+    });
+    expect(observed.subscriptions[0]!.health()).toMatchObject({ topic: jobLifecycleTopic.name, live: true });
+  });
+});

@@ -31,6 +31,11 @@ export {
 } from './kafka/kafka-options.js';
 export { toKafkaMessage, fromKafkaMessage } from './kafka/kafka-record.js';
 export { DEFAULT_PUBLISH_TIMEOUT_MS } from './publish-timeout.js';
+export {
+  RetriedSubscription,
+  SUBSCRIBE_RETRY,
+  type RetriedSubscriptionSettings,
+} from './retried-subscription.js';
 export { DEFAULT_RETRY_POLICY, retryDelayMs, type RetryPolicy } from './retry-policy.js';
 export { defineTopic, type EventTopic, type EventTopicDefinition, type TopicMessage } from './topic.js';
 export { jobLifecycleTopic, keyEventsTopic } from './product-topics.js';

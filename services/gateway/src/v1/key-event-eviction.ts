@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import {
-  EventBusClosedError,
-  retryDelayMs,
+  RetriedSubscription,
+  SUBSCRIBE_RETRY,
   type EventBus,
   type EventHandler,
   type EventSubscription,
@@ -23,14 +22,6 @@ export interface KeyEventFeed {
 
 // A minted key has nothing cached yet; every other change makes a cached resolution stale.
 const EVICTING_KINDS = new Set([KeyEventKind.REVOKED, KeyEventKind.DELETED, KeyEventKind.CAP_CHANGED]);
-
-/** Backoff between attempts to subscribe while the brokers cannot be reached. */
-const SUBSCRIBE_RETRY: RetryPolicy = {
-  initialDelayMs: 1_000,
-  maxDelayMs: 30_000,
-  multiplier: 2,
-  jitter: 0.2,
-};
 
 /** The consumer group of one replica's eviction consumer: the prefix and a random suffix. */
 export function keyEventGroupOf(groupPrefix: string): string {
@@ -60,25 +51,18 @@ export function keyEventEvictionHandler(cache: KeyResolutionCache, logger: Logge
  * consumer is not live, the gateway's cache is off (see buildGatewayApp); a consumer that dies also shows
  * in the bus's health, which the runner's readiness reports.
  */
-export async function evictOnKeyEvents(
+export function evictOnKeyEvents(
   feed: KeyEventFeed,
   cache: KeyResolutionCache,
   logger: Logger,
   retry: RetryPolicy = SUBSCRIBE_RETRY,
 ): Promise<EventSubscription> {
   const handler = keyEventEvictionHandler(cache, logger);
-  for (let attempt = 1; ; attempt += 1) {
-    try {
-      return await feed.bus.subscribe(feed.topic, { group: keyEventGroupOf(feed.groupPrefix), handler });
-    } catch (error) {
-      if (error instanceof EventBusClosedError) throw error;
-      const retryInMs = retryDelayMs(retry, attempt);
-      logger.warn(
-        { err: error, topic: feed.topic.name, attempt, retryInMs },
-        'could not subscribe to key events; trying again (the key cache is off meanwhile)',
-      );
-      // Not holding the process open: a stopping gateway does not wait for the next attempt.
-      await sleep(retryInMs, undefined, { ref: false });
-    }
-  }
+  const group = keyEventGroupOf(feed.groupPrefix);
+  return new RetriedSubscription(
+    feed.bus,
+    feed.topic,
+    { group, handler },
+    { logger, retry, meanwhile: 'the key cache is off meanwhile' },
+  ).subscribed;
 }

@@ -76,6 +76,8 @@ export class LifecycleRelay {
   readonly #passTimeoutMs: number;
   #loop: Promise<void> | undefined;
   #stopping = false;
+  /** Whether the topic is known to exist: created (when missing) before the first publish, not at start. */
+  #topicReady = false;
   #wake: (() => void) | undefined;
   #woken = false;
 
@@ -172,6 +174,10 @@ export class LifecycleRelay {
       );
     }
     if (good.length > 0) {
+      // Here rather than at start-up: a replica started during a broker outage serves (its events wait
+      // in the outbox) and creates the topic once the brokers are back.
+      if (!this.#topicReady) await this.#bus.ensureTopics([jobLifecycleTopic]);
+      this.#topicReady = true;
       await this.#bus.publishBatch(
         jobLifecycleTopic,
         good.map(({ message }) => ({ message, requestId: message.requestId || undefined })),

@@ -170,6 +170,38 @@ describe('the job lifecycle outbox', () => {
     expect(kinds(seen, 'r1')).toEqual(['REQUESTED', 'FAILED']);
   });
 
+  it('creates the topic before its first publish, not at start, trying again while the brokers cannot', async () => {
+    const real = new EmbeddedEventBus();
+    let unreachable = 2;
+    const created: string[][] = [];
+    const lateBrokers = new Proxy(real, {
+      get(target, property) {
+        const value: unknown = Reflect.get(target, property, target);
+        if (property === 'ensureTopics')
+          return (topics: Parameters<EventBus['ensureTopics']>[0]) => {
+            if (unreachable-- > 0) return Promise.reject(new Error('connect ECONNREFUSED'));
+            created.push(topics.map((topic) => topic.name));
+            return target.ensureTopics(topics);
+          };
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const { relay, publisher } = outbox({ bus: lateBrokers });
+    const seen = await consume(real);
+    relay.start();
+    stopping.push(() => relay.stop(1_000));
+    // Nothing to publish yet: nothing asked of the brokers.
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(unreachable).toBe(2);
+
+    await publisher.requested(call('r1'));
+    await waitFor(() => seen.length === 1 || undefined, { what: 'the event once the topic exists' });
+    expect(created).toEqual([[jobLifecycleTopic.name]]);
+    await publisher.publish(call('r1'), JobLifecycleKind.FAILED);
+    await waitFor(() => seen.length === 2 || undefined, { what: 'the next event' });
+    expect(created).toHaveLength(1);
+  });
+
   it('publishes again, with the same ids, what a replica published before dying, from another replica', async () => {
     const store = new MemoryStore();
     const bus = new EmbeddedEventBus();
