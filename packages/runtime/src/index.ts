@@ -21,4 +21,4 @@ export { eventBusReadiness, GrpcReadinessMonitor, type ProcessReadiness } from '
 export { DEFAULT_STATE_DIR } from './state-dir.js';
 export type { ChainConnection } from './dependencies/chain.js';
 export type { DatabaseConnection } from './dependencies/database.js';
-export { grpcServerMetrics } from './dependencies/metrics.js';
+export { gaugesOfOneRead, grpcServerMetrics, type ReadGauge } from './dependencies/metrics.js';

@@ -285,13 +285,18 @@ function checkConfigs(units: readonly Unit[], env: Record<string, string | undef
   const problems: string[] = [];
   for (const unit of units) {
     try {
-      loadConfig(unit.module.configShape as ConfigShape, { ...unit.defaults, ...env, ...unit.env });
+      loadUnitConfig(unit, env);
     } catch (error) {
       if (!(error instanceof ConfigError)) throw error;
       problems.push(...error.problems.map((problem) => `${unit.name ?? unit.module.name}: ${problem}`));
     }
   }
   if (problems.length > 0) throw new ConfigError(problems);
+}
+
+/** A unit's configuration: its own settings over the process's, over its defaults. */
+function loadUnitConfig(unit: Unit, env: Record<string, string | undefined>): unknown {
+  return loadConfig(unit.module.configShape as ConfigShape, { ...unit.defaults, ...env, ...unit.env });
 }
 
 /** Builds one unit; its configuration is loaded again, now with its peers' listeners. */
@@ -305,11 +310,7 @@ function buildUnit(
   readiness: ProcessReadiness,
 ): ServiceInstance {
   const name = unit.name ?? unit.module.name;
-  const config = loadConfig(unit.module.configShape as ConfigShape, {
-    ...unit.defaults,
-    ...env,
-    ...unit.env,
-  });
+  const config = loadUnitConfig(unit, env);
   const logger =
     parentLogger?.child({ unit: name }) ?? createLogger({ service: name, level: runtime.LOG_LEVEL });
   const granted: Record<string, unknown> = { logger, stateDir, readiness };

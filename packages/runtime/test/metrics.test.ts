@@ -3,8 +3,8 @@ import { createLogger, EmbeddedEventBus, jobLifecycleTopic, MemoryStore, env } f
 import { closeClient, createClient, GrpcStatus, RpcError, type ServiceImpl } from '@svc/proto';
 import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import { sampleValue, scrape } from '@svc/testkit';
-import { Counter } from 'prom-client';
-import { defineModule, runTarget, type RunningTarget } from '../src/index.js';
+import { Counter, Registry } from 'prom-client';
+import { defineModule, gaugesOfOneRead, runTarget, type RunningTarget } from '../src/index.js';
 
 // The runner's one way to export metrics: a listener of its own per process, one registry that every
 // module registers on, Node's process metrics, the gRPC server's calls and the event consumers' health.
@@ -138,5 +138,29 @@ describe('the metrics listener of a process', () => {
     } finally {
       await holder.stop();
     }
+  });
+});
+
+describe('gaugesOfOneRead', () => {
+  it('reads once per scrape for all its gauges, and resets them while the read fails', async () => {
+    const registry = new Registry();
+    let reads = 0;
+    let failing = false;
+    gaugesOfOneRead(registry, async () => {
+      reads += 1;
+      if (failing) throw new Error('store down');
+      return { count: 3, age: 7 };
+    }, [
+      { name: 'test_count', help: 'count', value: (read) => read.count },
+      { name: 'test_age', help: 'age', value: (read) => read.age },
+    ]);
+    const first = await registry.metrics();
+    expect(reads).toBe(1);
+    expect([sampleValue(first, 'test_count'), sampleValue(first, 'test_age')]).toEqual([3, 7]);
+
+    failing = true;
+    const down = await registry.metrics();
+    expect(reads).toBe(2);
+    expect([sampleValue(down, 'test_count'), sampleValue(down, 'test_age')]).toEqual([0, 0]);
   });
 });

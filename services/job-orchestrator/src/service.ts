@@ -7,7 +7,7 @@ import {
   type ChainClient,
   type SendingAccount,
 } from '@svc/chain';
-import type { EventBus, Logger, Store } from '@svc/platform';
+import { Deadline, type EventBus, type Logger, type Store, waitAtMost } from '@svc/platform';
 import type { Registry } from 'prom-client';
 import type { JobOrchestratorConfig } from './config.js';
 import { ServiceChain } from './chain/service-chain.js';
@@ -28,7 +28,6 @@ import { RegistryWorkerAdmission } from './link/worker-admission.js';
 import { WorkerLinkServer } from './link/worker-link-server.js';
 import { JobOrchestratorMetrics } from './observability/job-orchestrator-metrics.js';
 import { SessionPool } from './sessions/session-pool.js';
-import { Deadline, waitAtMost } from './time/wait-at-most.js';
 
 export interface JobOrchestratorPorts {
   readonly config: JobOrchestratorConfig;

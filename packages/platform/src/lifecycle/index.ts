@@ -1,1 +1,2 @@
 export { GracefulShutdown, type ShutdownOptions } from './shutdown.js';
+export { Deadline, waitAtMost } from './wait-at-most.js';

@@ -98,6 +98,43 @@ function newGrpcServerMetrics(registry: Registry): (call: EndedCall) => void {
   };
 }
 
+/** One gauge fed by a shared read (see gaugesOfOneRead): its value in that read, or undefined. */
+export interface ReadGauge<T> {
+  readonly name: string;
+  readonly help: string;
+  readonly value: (reading: T) => number | undefined;
+}
+
+/**
+ * Gauges whose values come from one read at each scrape (a database count, the store's presence): one
+ * read however many gauges there are (prom-client collects them concurrently, so they share the read in
+ * flight). A failed read (the source is down) or an undefined value resets the gauge, which an
+ * unlabelled gauge then reports as 0, rather than a stale value.
+ */
+export function gaugesOfOneRead<T>(
+  registry: Registry,
+  read: () => Promise<T>,
+  gauges: readonly ReadGauge<T>[],
+): void {
+  let reading: Promise<T | undefined> | undefined;
+  const shared = () =>
+    (reading ??= read()
+      .catch(() => undefined)
+      .finally(() => (reading = undefined)));
+  for (const { name, help, value } of gauges)
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      async collect() {
+        const result = await shared();
+        const current = result === undefined ? undefined : value(result);
+        if (current === undefined) this.reset();
+        else this.set(current);
+      },
+    });
+}
+
 /**
  * `svc_event_subscription_live{topic,group}`: 1 while a consumer of this process consumes, 0 while it is
  * reconnecting or dead (only dead makes the process unready), read from `bus.health()` at each scrape.

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ContractRevertError, JobState, type PromptMessage } from '@svc/chain';
 import { modelIdOf } from '@svc/contracts';
-import { AppError, isAppError, type Logger } from '@svc/platform';
+import { AppError, isAppError, type Logger, waitAtMost } from '@svc/platform';
 import { AsyncQueue } from '@svc/proto';
 import {
   delegatePathErrorOf,
@@ -19,7 +19,6 @@ import type { TrackedJobs } from '../keeper/tracked-jobs.js';
 import type { LinkedWorkers } from '../link/worker-link-server.js';
 import type { JobOrchestratorMetrics } from '../observability/job-orchestrator-metrics.js';
 import type { SessionLease, SessionPool } from '../sessions/session-pool.js';
-import { waitAtMost } from '../time/wait-at-most.js';
 import type { AnswerRelay, AttemptOutcome } from './answer-relay.js';
 import { delegatePaymentRefusal, delegateRefusalOf } from './delegate-payment.js';
 import type { ModelCatalogue } from './model-catalogue.js';

@@ -2,13 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { create, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
-import { AppError, retryDelayMs, type Logger, type RetryPolicy, type Store } from '@svc/platform';
+import { AppError, type Logger, retryDelayMs, type RetryPolicy, type Store, waitAtMost } from '@svc/platform';
 import {
   JobLifecycleEventSchema,
   JobLifecycleKind,
   PaymentPath,
 } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
-import { waitAtMost } from '../time/wait-at-most.js';
 
 /** The store queue every replica puts its lifecycle events in; the relay hands them to the bus. */
 export const LIFECYCLE_OUTBOX = 'job-lifecycle-outbox';

@@ -2,20 +2,21 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fromBinary } from '@bufbuild/protobuf';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
 import {
-  jobLifecycleTopic,
-  retryDelayMs,
+  Deadline,
   type EventBus,
+  jobLifecycleTopic,
   type Logger,
   type QueuedEntry,
+  retryDelayMs,
   type RetryPolicy,
   type Store,
+  waitAtMost,
 } from '@svc/platform';
 import {
   JobLifecycleEventSchema,
   JobLifecycleKind,
   type JobLifecycleEvent,
 } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
-import { Deadline, waitAtMost } from '../time/wait-at-most.js';
 import { LIFECYCLE_OUTBOX } from './lifecycle-events.js';
 
 /** The lock that makes one relay pass at a time across replicas. */

@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { gaugesOfOneRead } from '@svc/runtime';
+import { Counter, Histogram, Registry } from 'prom-client';
 import type { CompletionEvent } from '../completions/completion-runner.js';
 import type { LiveWorker } from '../link/worker-presence.js';
 
@@ -73,54 +74,35 @@ export class JobOrchestratorMetrics {
       labelNames: ['result'],
       registers,
     });
-    if (outbox) {
-      // Each gauge reads its own value (one store command): prom-client collects metrics concurrently.
-      const outboxGauge = (name: string, help: string, read: () => Promise<number | undefined>) =>
-        new Gauge({
-          name,
-          help,
-          registers,
-          async collect() {
-            // Unreadable (the store is down): no sample rather than a stale one.
-            const value = await read().catch(() => undefined);
-            if (value === undefined) this.reset();
-            else this.set(value);
-          },
-        });
-      outboxGauge(
-        'svc_job_orchestrator_lifecycle_outbox_events',
-        'Job lifecycle events recorded in the outbox and not yet published to the bus (deployment-wide: every replica reports the same queue).',
-        () => outbox.events(),
-      );
-      outboxGauge(
-        'svc_job_orchestrator_lifecycle_outbox_oldest_event_age_seconds',
-        'Age of the oldest job lifecycle event in the outbox, by its occurred_at (0 when empty): grows while the relay cannot publish.',
-        () => outbox.oldestAgeSeconds(),
-      );
-    }
-    if (!liveWorkers) return;
-    const workerGauge = (name: string, help: string, value: (workers: readonly LiveWorker[]) => number) =>
-      new Gauge({
-        name,
-        help,
-        registers,
-        async collect() {
-          // Unreadable (the store is down): no sample rather than a stale one.
-          const workers = await liveWorkers().catch(() => undefined);
-          if (workers) this.set(value(workers));
-          else this.reset();
+    if (outbox)
+      gaugesOfOneRead(registry, async () => {
+        const [events, oldestAgeSeconds] = await Promise.all([outbox.events(), outbox.oldestAgeSeconds()]);
+        return { events, oldestAgeSeconds };
+      }, [
+        {
+          name: 'svc_job_orchestrator_lifecycle_outbox_events',
+          help: 'Job lifecycle events recorded in the outbox and not yet published to the bus (deployment-wide: every replica reports the same queue).',
+          value: (read) => read.events,
         },
-      });
-    workerGauge(
-      'svc_job_orchestrator_linked_workers',
-      'Workers linked and heartbeating now, on any replica (every replica reports the same deployment-wide count).',
-      (workers) => workers.length,
-    );
-    workerGauge(
-      'svc_job_orchestrator_worker_free_job_slots',
-      'Jobs the linked workers could start now, summed over them (deployment-wide).',
-      (workers) => workers.reduce((sum, worker) => sum + worker.freeJobSlots, 0),
-    );
+        {
+          name: 'svc_job_orchestrator_lifecycle_outbox_oldest_event_age_seconds',
+          help: 'Age of the oldest job lifecycle event in the outbox, by its occurred_at (0 when empty): grows while the relay cannot publish.',
+          value: (read) => read.oldestAgeSeconds,
+        },
+      ]);
+    if (liveWorkers)
+      gaugesOfOneRead(registry, liveWorkers, [
+        {
+          name: 'svc_job_orchestrator_linked_workers',
+          help: 'Workers linked and heartbeating now, on any replica (every replica reports the same deployment-wide count).',
+          value: (workers) => workers.length,
+        },
+        {
+          name: 'svc_job_orchestrator_worker_free_job_slots',
+          help: 'Jobs the linked workers could start now, summed over them (deployment-wide).',
+          value: (workers) => workers.reduce((sum, worker) => sum + worker.freeJobSlots, 0),
+        },
+      ]);
   }
 
   /** Follows one call's events: its first output, and how and when it ended. */

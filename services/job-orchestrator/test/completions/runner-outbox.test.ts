@@ -1,7 +1,7 @@
 import { createECDH } from 'node:crypto';
 import { fromBinary } from '@bufbuild/protobuf';
 import { describe, expect, it } from '@jest/globals';
-import { createLogger, MemoryStore, StoreUnavailableError } from '@svc/platform';
+import { createLogger, MemoryStore, StoreUnavailableError, waitAtMost } from '@svc/platform';
 import {
   JobLifecycleEventSchema,
   JobLifecycleKind,
@@ -15,7 +15,6 @@ import {
 import { LIFECYCLE_OUTBOX, LifecyclePublisher } from '../../src/events/lifecycle-events.js';
 import { JobOrchestratorMetrics } from '../../src/observability/job-orchestrator-metrics.js';
 import { stopCompletions } from '../../src/service.js';
-import { waitAtMost } from '../../src/time/wait-at-most.js';
 
 // The completion path against the lifecycle outbox, with every chain and worker part faked: what a
 // refused call records (nothing), a store error on the first write (a refusal, not submitted), and the

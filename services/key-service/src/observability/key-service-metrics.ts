@@ -1,5 +1,6 @@
 import { KeyEventKind } from '@svc/proto/gen/svc/events/v1/key_event_pb';
-import { Counter, Gauge, Registry } from 'prom-client';
+import { gaugesOfOneRead } from '@svc/runtime';
+import { Counter, Registry } from 'prom-client';
 import type { SignInRefusalReason } from '../signin/signed-message-verifier.js';
 import type { ReservationState, Settler } from '../spend/spend-ledger.js';
 
@@ -59,29 +60,18 @@ export class KeyServiceMetrics {
       registers,
     });
     if (!outboxBacklog) return;
-    // Each gauge reads the backlog itself (an indexed count): prom-client collects metrics concurrently.
-    const backlogGauge = (name: string, help: string, value: (backlog: OutboxBacklog) => number) =>
-      new Gauge({
-        name,
-        help,
-        registers,
-        async collect() {
-          const backlog = await outboxBacklog().catch(() => undefined);
-          // Unreadable (the database is down): no sample rather than a stale one.
-          if (backlog) this.set(value(backlog));
-          else this.reset();
-        },
-      });
-    backlogGauge(
-      'svc_key_service_outbox_pending_events',
-      'Key events committed to the outbox and not yet published to the bus.',
-      (backlog) => backlog.pending,
-    );
-    backlogGauge(
-      'svc_key_service_outbox_oldest_pending_age_seconds',
-      'Age of the oldest key event not yet published (0 when none is pending): grows while the relay cannot publish.',
-      (backlog) => backlog.oldestAgeSeconds,
-    );
+    gaugesOfOneRead(registry, outboxBacklog, [
+      {
+        name: 'svc_key_service_outbox_pending_events',
+        help: 'Key events committed to the outbox and not yet published to the bus.',
+        value: (backlog) => backlog.pending,
+      },
+      {
+        name: 'svc_key_service_outbox_oldest_pending_age_seconds',
+        help: 'Age of the oldest key event not yet published (0 when none is pending): grows while the relay cannot publish.',
+        value: (backlog) => backlog.oldestAgeSeconds,
+      },
+    ]);
   }
 
   signInVerified(): void {

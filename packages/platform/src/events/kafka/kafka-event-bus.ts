@@ -1,6 +1,7 @@
 import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
 import kafkajs, { type Admin, type Producer } from 'kafkajs';
 import { currentRequestId } from '../../logging/index.js';
+import { waitAtMost } from '../../lifecycle/wait-at-most.js';
 import { encodeEvent } from '../codec.js';
 import { silentLogger, type EventBusLogger } from '../delivery.js';
 import { EventBusClosedError } from '../errors.js';
@@ -361,12 +362,6 @@ export class KafkaEventBus implements EventBus {
   #assertOpen(operation: string): void {
     if (this.#closing) throw new EventBusClosedError(operation);
   }
-}
-
-function waitAtMost(work: Promise<unknown>, timeoutMs: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
-  return Promise.race([work.then(() => undefined), timeout]).finally(() => clearTimeout(timer));
 }
 
 function validTopicSettings(name: string, settings: KafkaTopicSettings): KafkaTopicSettings {

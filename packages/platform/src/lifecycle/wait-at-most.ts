@@ -1,7 +1,7 @@
 /**
  * Waits for `work`, but at most `timeoutMs`: true when it fulfilled in time, false when the time ran out
  * first (the work goes on; a later rejection of it is handled here, never left unhandled). A rejection in
- * time rejects. The one timer race of the service: drains, stops and deadlines all use it.
+ * time rejects. The one timer race for drains, stops and deadlines.
  */
 export async function waitAtMost(work: Promise<unknown>, timeoutMs: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
