@@ -28,6 +28,7 @@ import { RegistryWorkerAdmission } from './link/worker-admission.js';
 import { WorkerLinkServer } from './link/worker-link-server.js';
 import { JobOrchestratorMetrics } from './observability/job-orchestrator-metrics.js';
 import { SessionPool } from './sessions/session-pool.js';
+import { SessionRecovery } from './sessions/session-recovery.js';
 
 export interface JobOrchestratorPorts {
   readonly config: JobOrchestratorConfig;
@@ -173,6 +174,16 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     onQueued: () => lifecycleRelay.wake(),
   });
   const jobs = new TrackedJobs(store);
+  const recovery = new SessionRecovery({
+    store,
+    chain: serviceChain,
+    workers: linkServer,
+    fromBlock: ports.deploymentBlock,
+    replicaId,
+    idleTtlMs: config.SESSION_IDLE_CLOSE,
+    waitForOtherMs: 10_000,
+    logger,
+  });
   const sessions = new SessionPool({
     store,
     chain: serviceChain,
@@ -184,6 +195,7 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     affinityTtlMs: config.CONVERSATION_AFFINITY_TTL,
     claimPollIntervalMs: config.SESSION_CLAIM_POLL_INTERVAL,
     slotHoldMs: 2 * config.LINK_HEARTBEAT_INTERVAL,
+    recovery,
     logger,
   });
   const relay = new AnswerRelay({
@@ -222,6 +234,7 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     confirmations: config.KEEPER_CONFIRMATIONS,
     idleCloseSeconds: Math.ceil(config.SESSION_IDLE_CLOSE / 1000),
     releaseBatchSize: 50,
+    recovery,
     metrics,
     logger,
   });

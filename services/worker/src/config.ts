@@ -60,6 +60,10 @@ export const workerConfigShape = {
     default: 16,
     min: 1,
   }),
+  SESSION_SWEEP_INTERVAL: env.durationMs({
+    doc: "How often the held sessions are checked: one idle past JobRegistry's inactivity timeout is closed and its slot freed, one closed unnoticed is forgotten.",
+    default: '1m',
+  }),
   MIN_RUN_TIME: env.durationMs({
     doc: 'A job with less time than this before its deadline is failed at once instead of started.',
     default: '10s',

@@ -140,6 +140,7 @@ function workerSettings(config: WorkerConfig, dataDir: string) {
     stakeWei: config.STAKE_WEI,
     capacity: config.CAPACITY,
     sessionLimit: config.SESSION_LIMIT,
+    sessionSweepIntervalMs: config.SESSION_SWEEP_INTERVAL,
     guards: {
       minRunSeconds: Math.ceil(config.MIN_RUN_TIME / 1000),
       commitMarginSeconds: Math.ceil(config.COMMIT_MARGIN / 1000),

@@ -11,6 +11,7 @@ import { PromptReader } from './jobs/prompt-reader.js';
 import { WorkIntake } from './jobs/work-intake.js';
 import { WorkerLink } from './link/worker-link.js';
 import { ensureWorkerRegistered } from './registration/worker-registration.js';
+import { IdleSessionCloser } from './sessions/idle-session-closer.js';
 import { SessionClaimer } from './sessions/session-claimer.js';
 import { SessionKeyVault } from './sessions/session-key-vault.js';
 import type { RunningWorker, WorkerDependencies } from './worker-types.js';
@@ -151,6 +152,16 @@ async function startSteps(
   });
   await follower.start();
   started.push(() => follower.stop());
+  const idleSessions = new IdleSessionCloser({
+    chain,
+    transactions,
+    claimer,
+    inUse: (sessionId) => scheduler.usesSession(sessionId),
+    intervalMs: settings.sessionSweepIntervalMs,
+    logger,
+  });
+  if (settings.sessionSweepIntervalMs > 0) idleSessions.start();
+  started.push(() => idleSessions.stop());
   let draining = false;
   const link = deps.link
     ? new WorkerLink({
@@ -165,6 +176,7 @@ async function startSteps(
           models: deps.model.models,
           freeJobSlots: scheduler.freeJobSlots,
           freeSessionSlots: claimer.freeSessionSlots,
+          heldSessions: claimer.heldSessionIds,
         }),
         hints: intake.fromLink,
       })
@@ -204,7 +216,9 @@ async function startSteps(
       claimer.drain();
       await scheduler.drain();
     },
+    idleSessions,
     stop: async () => {
+      await idleSessions.stop();
       await follower.stop();
       await scheduler.abort();
       await earnings.stop();

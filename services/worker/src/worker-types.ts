@@ -6,6 +6,7 @@ import type { EarningsCollector } from './earnings/earnings-collector.js';
 import type { WorkerMetrics } from './health/worker-metrics.js';
 import type { AnswerChannel } from './jobs/answer-channel.js';
 import type { FinalAnswerJournal } from './jobs/final-answer-journal.js';
+import type { IdleSessionCloser } from './sessions/idle-session-closer.js';
 import type { JobDeadlineGuards } from './jobs/job-runner.js';
 import type { BackoffPolicy } from './link/backoff.js';
 import type { WorkerLink } from './link/worker-link.js';
@@ -20,6 +21,8 @@ export interface WorkerSettings {
   readonly capacity: number;
   /** Sessions held open at once. */
   readonly sessionLimit: number;
+  /** How often held sessions are checked for idleness past the inactivity timeout; 0 turns that off. */
+  readonly sessionSweepIntervalMs: number;
   readonly guards: JobDeadlineGuards;
   readonly claimMarginSeconds: number;
   readonly coalesceMs: number;
@@ -78,6 +81,8 @@ export interface RunningWorker {
   /** The link to the orchestrator, when one is configured. */
   readonly link: WorkerLink | undefined;
   readonly earnings: EarningsCollector;
+  /** Closes held sessions idle past the inactivity timeout (on its own timer, or `sweep()` in tests). */
+  readonly idleSessions: IdleSessionCloser;
   readonly metrics: WorkerMetrics;
   status(): WorkerStatus;
   /** Routes frames to the worker link (or back to nowhere with undefined). */

@@ -3,7 +3,8 @@ import { sleepUnlessAborted, type Logger, type Store } from '@svc/platform';
 import type { ServiceChain } from '../chain/service-chain.js';
 import { JobLifecycleKind, type LifecyclePublisher } from '../events/lifecycle-events.js';
 import type { JobOrchestratorMetrics, KeeperAction } from '../observability/job-orchestrator-metrics.js';
-import { OPEN_SESSIONS_GROUP, sessionBusyKey, sessionPoolGroup } from '../sessions/session-pool.js';
+import { OPEN_SESSIONS_GROUP, sessionBusyKey, sessionPoolGroup } from '../sessions/session-records.js';
+import type { SessionRecovery } from '../sessions/session-recovery.js';
 import type { TrackedJob, TrackedJobs } from './tracked-jobs.js';
 
 export interface JobKeeperOptions {
@@ -21,6 +22,8 @@ export interface JobKeeperOptions {
   readonly idleCloseSeconds: number;
   /** Most jobs per `releaseJobs` transaction. */
   readonly releaseBatchSize: number;
+  /** Rebuilds the list of open sessions from the chain when the store lost it, so idle ones still close. */
+  readonly recovery: Pick<SessionRecovery, 'ensure'>;
   readonly metrics: JobOrchestratorMetrics;
   readonly logger: Logger;
 }
@@ -70,6 +73,7 @@ export class JobKeeper {
     }
     await this.#followLogs();
     await this.#sweepJobs();
+    await this.#options.recovery.ensure();
     await this.#sweepSessions();
     return true;
   }

@@ -191,6 +191,7 @@ export class WorkerLinkServer implements LinkedWorkers {
             models: offer.models,
             freeJobSlots: offer.freeJobSlots,
             freeSessionSlots: offer.freeSessionSlots,
+            ...(offer.heldSessionsListed ? { heldSessions: offer.heldSessionIds } : {}),
           },
           presenceTtlMs,
         ),

@@ -8,6 +8,11 @@ export interface WorkerOffer {
   readonly models: readonly string[];
   readonly freeJobSlots: number;
   readonly freeSessionSlots: number;
+  /**
+   * The sessions whose keys the worker holds (decimal ids), when it lists them; undefined when it does not,
+   * and then its sessions are taken as held.
+   */
+  readonly heldSessions?: readonly string[];
 }
 
 /** A worker heartbeating now, on whichever replica holds its link. */
@@ -42,6 +47,7 @@ export class WorkerPresence {
       models: [...record.models],
       freeJobSlots: record.freeJobSlots,
       freeSessionSlots: record.freeSessionSlots,
+      ...(record.heldSessions ? { heldSessions: [...record.heldSessions] } : {}),
     });
     return this.#presence.announce(WORKER_PRESENCE_GROUP, memberOf(record.address), value, ttlMs);
   }
@@ -67,6 +73,11 @@ export class WorkerPresence {
   }
 }
 
+/** Whether the worker can still serve `sessionId`: it holds the session's key, or does not list its keys. */
+export function holdsSession(worker: WorkerOffer, sessionId: bigint): boolean {
+  return worker.heldSessions === undefined || worker.heldSessions.includes(sessionId.toString());
+}
+
 function memberOf(address: string): string {
   return address.toLowerCase();
 }
@@ -80,7 +91,8 @@ function parseRecord(value: string): PresenceRecord | undefined {
       typeof raw.replicaId !== 'string' ||
       !Array.isArray(raw.models) ||
       typeof raw.freeJobSlots !== 'number' ||
-      typeof raw.freeSessionSlots !== 'number'
+      typeof raw.freeSessionSlots !== 'number' ||
+      (raw.heldSessions !== undefined && !Array.isArray(raw.heldSessions))
     )
       return undefined;
     return raw as PresenceRecord;

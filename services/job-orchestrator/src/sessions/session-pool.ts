@@ -3,19 +3,22 @@ import { getBytes } from 'ethers';
 import { SessionState } from '@svc/chain';
 import { AppError, type Logger, type Store } from '@svc/platform';
 import type { LinkedWorkers } from '../link/worker-link-server.js';
-import type { LiveWorker } from '../link/worker-presence.js';
+import { holdsSession, type LiveWorker } from '../link/worker-presence.js';
 import { revertOf, type ServiceChain, type ServiceTransaction } from '../chain/service-chain.js';
+import {
+  OPEN_SESSIONS_GROUP,
+  announceOpenSession,
+  parseOpenSession,
+  parsePooledSession,
+  poolSession,
+  sessionBusyKey,
+  sessionPoolGroup,
+  type PooledSession,
+} from './session-records.js';
 
-/** A claimed session the service holds for an (owner, model) pair, as the pool records it. */
-export interface PooledSession {
-  readonly sessionId: bigint;
-  readonly owner: string;
-  readonly model: string;
-  readonly modelId: string;
-  readonly worker: string;
-  /** The session's P-256 public key the worker published in `claimSession`. */
-  readonly publicKey: Uint8Array;
-}
+import type { SessionRecovery } from './session-recovery.js';
+
+export type { PooledSession } from './session-records.js';
 
 /** One session held for one job; `release` hands it back to the pool (exactly once). */
 export interface SessionLease {
@@ -58,11 +61,11 @@ export interface SessionPoolOptions {
    * worker's next heartbeats report the slot taken (a couple of heartbeat intervals).
    */
   readonly slotHoldMs: number;
+  /** Rebuilds the pools from the chain when the store lost them; asked before a new session is opened. */
+  readonly recovery: Pick<SessionRecovery, 'ensure'>;
   readonly logger: Logger;
 }
 
-/** Every session the service opened and has not closed: the keeper's list for idle closing. */
-export const OPEN_SESSIONS_GROUP = 'sessions:open';
 const SESSION_OPENS_KEY = 'sessions:opens';
 /** How long a call waits for a worker to report the slot an eviction freed (it follows the chain's logs). */
 const ROOM_WAIT_MS = 10_000;
@@ -85,15 +88,20 @@ export class SessionPool {
     const live = await this.#options.workers.live();
     const pooled = await this.#takePooled(request, live);
     if (pooled) return pooled;
+    // An empty pool in a store that lost its records is no reason to open a session: recover them first.
+    if (await this.#options.recovery.ensure()) {
+      const recovered = await this.#takePooled(request, live);
+      if (recovered) return recovered;
+    }
     return this.#open(request, live);
   }
 
   async #takePooled(request: SessionRequest, live: readonly LiveWorker[]): Promise<SessionLease | undefined> {
     const { store } = this.#options;
     const group = sessionPoolGroup(request.owner, request.modelId);
-    const liveWorkers = new Set(live.map((worker) => worker.address.toLowerCase()));
+    const liveWorkers = new Map(live.map((worker) => [worker.address.toLowerCase(), worker]));
     const entries = (await store.presence.list(group))
-      .map((entry) => parsePooled(entry.value))
+      .map((entry) => parsePooledSession(entry.value))
       .filter((session): session is PooledSession => session !== undefined);
     const preferred = request.conversationId
       ? await store.values.get(affinityKey(request.owner, request.modelId, request.conversationId))
@@ -106,7 +114,13 @@ export class SessionPool {
       if (request.excludeWorkers?.has(session.worker.toLowerCase())) continue;
       // Its worker is not heartbeating now: use (or open) another session. A worker back from a blip finds
       // its sessions still pooled; one gone for good leaves them idle until the keeper closes them.
-      if (!liveWorkers.has(session.worker.toLowerCase())) continue;
+      const worker = liveWorkers.get(session.worker.toLowerCase());
+      if (!worker) continue;
+      if (session.recovered && !holdsSession(worker, session.sessionId)) {
+        // Recovered from the chain, and its worker came back without the key: nobody can serve it.
+        await this.#retire(session, 'its worker no longer holds its key');
+        continue;
+      }
       const lock = await store.locks.tryAcquire(
         sessionBusyKey(session.sessionId),
         request.holder,
@@ -254,13 +268,7 @@ export class SessionPool {
     }
     const { sessionId, claimDeadline, tx } = opened;
     request.onOpened?.(sessionId, worker, tx);
-    await store.presence.announce(
-      OPEN_SESSIONS_GROUP,
-      sessionId.toString(),
-      JSON.stringify({ owner: request.owner, modelId: request.modelId, worker }),
-      // The keeper closes it long before this; the TTL only keeps a lost entry from living forever.
-      7 * 24 * 3_600_000,
-    );
+    await announceOpenSession(store, sessionId, { owner: request.owner, modelId: request.modelId, worker });
     await store.locks.tryAcquire(sessionBusyKey(sessionId), request.holder, this.#options.holdTtlMs);
     const hintId = `session-${sessionId}`;
     this.#options.workers.sendHint(worker, {
@@ -338,12 +346,8 @@ export class SessionPool {
       if (done) return;
       done = true;
       if (keep) {
-        await store.presence.announce(
-          sessionPoolGroup(session.owner, session.modelId),
-          session.sessionId.toString(),
-          serializePooled(session),
-          idleTtlMs,
-        );
+        // Used by a job just now: its worker held the key, whatever the pool said when it was recovered.
+        await poolSession(store, { ...session, recovered: false }, idleTtlMs);
         if (request.conversationId)
           await store.values.set(
             affinityKey(session.owner, session.modelId, request.conversationId),
@@ -394,52 +398,6 @@ function withRoomFor(request: SessionRequest, live: readonly LiveWorker[]): Live
     .sort((a, b) => b.freeJobSlots - a.freeJobSlots || b.freeSessionSlots - a.freeSessionSlots);
 }
 
-function parseOpenSession(value: string): { owner: string; modelId: string; worker: string } | undefined {
-  try {
-    const raw = JSON.parse(value) as Record<string, unknown>;
-    if (typeof raw.owner !== 'string' || typeof raw.modelId !== 'string' || typeof raw.worker !== 'string')
-      return undefined;
-    return { owner: raw.owner, modelId: raw.modelId, worker: raw.worker };
-  } catch {
-    return undefined;
-  }
-}
-
-export function sessionPoolGroup(owner: string, modelId: string): string {
-  return `sessions:pool:${owner.toLowerCase()}:${modelId.toLowerCase()}`;
-}
-
-export function sessionBusyKey(sessionId: bigint): string {
-  return `sessions:busy:${sessionId}`;
-}
-
 function affinityKey(owner: string, modelId: string, conversationId: string): string {
   return `sessions:conversation:${owner.toLowerCase()}:${modelId.toLowerCase()}:${conversationId}`;
-}
-
-function serializePooled(session: PooledSession): string {
-  return JSON.stringify({
-    sessionId: session.sessionId.toString(),
-    owner: session.owner,
-    model: session.model,
-    modelId: session.modelId,
-    worker: session.worker,
-    publicKey: Buffer.from(session.publicKey).toString('hex'),
-  });
-}
-
-function parsePooled(value: string): PooledSession | undefined {
-  try {
-    const raw = JSON.parse(value) as Record<string, string>;
-    return {
-      sessionId: BigInt(raw.sessionId!),
-      owner: raw.owner!,
-      model: raw.model!,
-      modelId: raw.modelId!,
-      worker: raw.worker!,
-      publicKey: new Uint8Array(Buffer.from(raw.publicKey!, 'hex')),
-    };
-  } catch {
-    return undefined;
-  }
 }

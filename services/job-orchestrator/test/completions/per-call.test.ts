@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { parseEther } from 'ethers';
 import { SessionState } from '@svc/chain';
-import { OPEN_SESSIONS_GROUP } from '../../src/sessions/session-pool.js';
+import { OPEN_SESSIONS_GROUP } from '../../src/sessions/session-records.js';
 import { MemoryStore } from '@svc/platform';
 import { JobLifecycleKind, PaymentPath } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
 import {

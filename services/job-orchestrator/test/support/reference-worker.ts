@@ -36,6 +36,8 @@ export interface ReferenceWorkerOptions {
   readonly tokensPerSecond?: number;
   /** Model names served (default: the test model). */
   readonly models?: readonly string[];
+  /** The worker's key and data directory, to start the same worker again (default: new ones). */
+  readonly identity?: { readonly wallet: Wallet; readonly dataDir: string };
 }
 
 export async function startReferenceWorker(
@@ -43,14 +45,15 @@ export async function startReferenceWorker(
   target: string,
   options: ReferenceWorkerOptions = {},
 ): Promise<ReferenceWorker> {
-  const wallet = await fundedWallet(devnet);
-  const dataDir = await mkdtemp(join(tmpdir(), 'orchestrator-worker-'));
+  const wallet = options.identity?.wallet ?? (await fundedWallet(devnet));
+  const dataDir = options.identity?.dataDir ?? (await mkdtemp(join(tmpdir(), 'orchestrator-worker-')));
   const worker = await startWorker({
     settings: {
       dataDir,
       stakeWei: parseEther('1'),
       capacity: options.capacity ?? WORKER_CAPACITY,
       sessionLimit: options.sessionLimit ?? WORKER_SESSION_LIMIT,
+      sessionSweepIntervalMs: 0,
       guards: { minRunSeconds: 3, commitMarginSeconds: 2 },
       claimMarginSeconds: 1,
       coalesceMs: 0,
@@ -87,7 +90,8 @@ export async function startReferenceWorker(
     wallet,
     async stop() {
       await worker.stop();
-      await rm(dataDir, { recursive: true, force: true });
+      // A worker started again keeps its data, as a restarted process does.
+      if (!options.identity) await rm(dataDir, { recursive: true, force: true });
     },
   };
 }

@@ -17,6 +17,8 @@ export interface LinkOffer {
   readonly models: readonly string[];
   readonly freeJobSlots: number;
   readonly freeSessionSlots: number;
+  /** Every session whose key the worker holds: the orchestrator pools only these after losing its store. */
+  readonly heldSessions: readonly bigint[];
 }
 
 /** What the worker does with the orchestrator's hints; true when it takes the hint on. */
@@ -209,6 +211,8 @@ export class WorkerLink implements AnswerChannel {
           models: [...offer.models],
           freeJobSlots: offer.freeJobSlots,
           freeSessionSlots: offer.freeSessionSlots,
+          heldSessionIds: offer.heldSessions.map(String),
+          heldSessionsListed: true,
         },
       },
     });

@@ -66,6 +66,11 @@ export class SessionClaimer {
     return this.#draining ? 0 : Math.max(this.#options.sessionLimit - this.#held.size, 0);
   }
 
+  /** Sessions claimed or being claimed, in id order. */
+  get heldSessionIds(): bigint[] {
+    return [...this.#held].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  }
+
   holds(sessionId: bigint): boolean {
     return this.#held.has(sessionId);
   }

@@ -46,7 +46,12 @@ function startLink(overrides: { chainId?: bigint } = {}): WorkerLink {
     signer: wallet,
     chainId: overrides.chainId ?? CHAIN_ID,
     jobRegistry: JOB_REGISTRY,
-    offer: () => ({ models: ['svc-deterministic:1'], freeJobSlots: 3, freeSessionSlots: 5 }),
+    offer: () => ({
+      models: ['svc-deterministic:1'],
+      freeJobSlots: 3,
+      freeSessionSlots: 5,
+      heldSessions: [7n],
+    }),
     hints: {
       sessionOpened: async (sessionId) => {
         hints.push(`session ${sessionId}`);
@@ -99,6 +104,8 @@ describe('WorkerLink', () => {
       models: ['svc-deterministic:1'],
       freeJobSlots: 3,
       freeSessionSlots: 5,
+      heldSessionIds: ['7'],
+      heldSessionsListed: true,
     });
     expect(active.connected).toBe(true);
   });

@@ -49,6 +49,7 @@ export const TEST_SETTINGS: Omit<WorkerSettings, 'dataDir'> = {
   stakeWei: parseEther('1'),
   capacity: 4,
   sessionLimit: 8,
+  sessionSweepIntervalMs: 0,
   guards: { minRunSeconds: 3, commitMarginSeconds: 2 },
   claimMarginSeconds: 1,
   coalesceMs: 0,

@@ -1,0 +1,108 @@
+import type { Store } from '@svc/platform';
+
+/** A claimed session the service holds for an (owner, model) pair, as the pool records it. */
+export interface PooledSession {
+  readonly sessionId: bigint;
+  readonly owner: string;
+  readonly model: string;
+  readonly modelId: string;
+  readonly worker: string;
+  /** The session's P-256 public key the worker published in `claimSession`. */
+  readonly publicKey: Uint8Array;
+  /**
+   * Put back from the chain after the store lost its records: claimed long ago, so its worker's heartbeat
+   * must list it before a job goes to it (the worker may have lost the key).
+   */
+  readonly recovered?: boolean;
+}
+
+/** A session the service opened and has not closed, as the keeper's list records it. */
+export interface OpenSessionRecord {
+  readonly owner: string;
+  readonly modelId: string;
+  readonly worker: string;
+}
+
+/** Every session the service opened and has not closed: the keeper's list for idle closing. */
+export const OPEN_SESSIONS_GROUP = 'sessions:open';
+/** The keeper closes a listed session long before this; the TTL only keeps a lost entry from living forever. */
+const OPEN_SESSION_TTL_MS = 7 * 24 * 3_600_000;
+
+type SessionStore = Pick<Store, 'presence'>;
+
+export function sessionPoolGroup(owner: string, modelId: string): string {
+  return `sessions:pool:${owner.toLowerCase()}:${modelId.toLowerCase()}`;
+}
+
+export function sessionBusyKey(sessionId: bigint): string {
+  return `sessions:busy:${sessionId}`;
+}
+
+export function announceOpenSession(
+  store: SessionStore,
+  sessionId: bigint,
+  record: OpenSessionRecord,
+): Promise<void> {
+  return store.presence.announce(
+    OPEN_SESSIONS_GROUP,
+    sessionId.toString(),
+    JSON.stringify({ owner: record.owner, modelId: record.modelId, worker: record.worker }),
+    OPEN_SESSION_TTL_MS,
+  );
+}
+
+/** Puts a claimed session (back) into its pool for `idleTtlMs`. */
+export function poolSession(store: SessionStore, session: PooledSession, idleTtlMs: number): Promise<void> {
+  return store.presence.announce(
+    sessionPoolGroup(session.owner, session.modelId),
+    session.sessionId.toString(),
+    JSON.stringify({
+      sessionId: session.sessionId.toString(),
+      owner: session.owner,
+      model: session.model,
+      modelId: session.modelId,
+      worker: session.worker,
+      publicKey: Buffer.from(session.publicKey).toString('hex'),
+      ...(session.recovered ? { recovered: true } : {}),
+    }),
+    idleTtlMs,
+  );
+}
+
+export function parseOpenSession(value: string): OpenSessionRecord | undefined {
+  try {
+    const raw = JSON.parse(value) as Record<string, unknown>;
+    if (typeof raw.owner !== 'string' || typeof raw.modelId !== 'string' || typeof raw.worker !== 'string')
+      return undefined;
+    return { owner: raw.owner, modelId: raw.modelId, worker: raw.worker };
+  } catch {
+    return undefined;
+  }
+}
+
+export function parsePooledSession(value: string): PooledSession | undefined {
+  try {
+    const raw = JSON.parse(value) as Record<string, unknown>;
+    const { sessionId, owner, model, modelId, worker, publicKey } = raw;
+    if (
+      typeof sessionId !== 'string' ||
+      typeof owner !== 'string' ||
+      typeof model !== 'string' ||
+      typeof modelId !== 'string' ||
+      typeof worker !== 'string' ||
+      typeof publicKey !== 'string'
+    )
+      return undefined;
+    return {
+      sessionId: BigInt(sessionId),
+      owner,
+      model,
+      modelId,
+      worker,
+      publicKey: new Uint8Array(Buffer.from(publicKey, 'hex')),
+      ...(raw.recovered === true ? { recovered: true } : {}),
+    };
+  } catch {
+    return undefined;
+  }
+}
