@@ -17,48 +17,62 @@ export type ReadPayment =
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
 const BYTES32 = /^0x[0-9a-fA-F]{64}$/;
 const SIGNATURE = /^0x[0-9a-fA-F]{130}$/;
-const UINT256 = /^(0|[1-9][0-9]{0,77})$/;
+const DECIMAL = /^(0|[1-9][0-9]{0,77})$/;
+const MAX_UINT256 = (1n << 256n) - 1n;
 
 /**
- * Reads a `PAYMENT-SIGNATURE` in the protocol's check order (docs/protocol.md): not base64 JSON →
- * `invalid_payload`; a version other than 2 → `invalid_x402_version`; a scheme other than
- * `prepaid-debit` → `unsupported_scheme`; then any field of the prepaid-debit form that is missing or
- * ill-formed → `invalid_payload`. The checks against the current requirements and the chain come after.
+ * Reads a `PAYMENT-SIGNATURE` in the protocol's check order (docs/protocol.md, Check order and codes).
+ * Every check tells a field that is missing or ill-formed (of another JSON type, or not in its format) from
+ * one that is there, well-formed, and not taken: the first is `invalid_payload`, for a payload that is no
+ * payment this server can read; the second earns the field's own code.
+ *
+ * - not base64 of JSON, or JSON that is not an object → `invalid_payload`;
+ * - `x402Version` missing or not a number → `invalid_payload`; a number other than 2 →
+ *   `invalid_x402_version`, whatever the rest (another version's payment has that version's form);
+ * - `accepted` not an object, or its `scheme` missing or not a string → `invalid_payload`; a scheme other
+ *   than `prepaid-debit` → `unsupported_scheme`, whatever the rest;
+ * - then any field of the prepaid-debit form missing or ill-formed → `invalid_payload`.
+ *
+ * The values of a well-formed payment (the network, the requirements, the authorization) are judged after,
+ * against the current requirements and the chain, each by its own code.
  */
 export function readPaymentSignature(header: string): ReadPayment {
   const decoded = decodeHeader(header);
   if (!isObject(decoded))
     return refuse('invalid_payload', 'PAYMENT-SIGNATURE must be base64 of a JSON object.');
-  if (decoded.x402Version !== X402_VERSION)
+  const version = decoded.x402Version;
+  if (version === undefined) return malformed('x402Version is missing');
+  if (typeof version !== 'number') return malformed('x402Version is not a number');
+  if (version !== X402_VERSION)
     return refuse(
       'invalid_x402_version',
-      `Unsupported x402 version ${JSON.stringify(decoded.x402Version ?? null)}; this server speaks version ${X402_VERSION}.`,
+      `Unsupported x402 version ${version}; this server speaks version ${X402_VERSION}.`,
     );
   const accepted = decoded.accepted;
-  if (!isObject(accepted) || typeof accepted.scheme !== 'string')
-    return refuse('invalid_payload', 'PAYMENT-SIGNATURE has no accepted.scheme.');
+  if (!isObject(accepted)) return malformed('accepted is not an object');
+  if (accepted.scheme === undefined) return malformed('accepted.scheme is missing');
+  if (typeof accepted.scheme !== 'string') return malformed('accepted.scheme is not a string');
   if (accepted.scheme !== PREPAID_DEBIT)
     return refuse(
       'unsupported_scheme',
       `Scheme ${accepted.scheme} is not taken here; pay with ${PREPAID_DEBIT}.`,
     );
   const problem = requirementsProblem(accepted) ?? payloadProblem(decoded.payload);
-  if (problem) return refuse('invalid_payload', `PAYMENT-SIGNATURE is malformed: ${problem}.`);
+  if (problem) return malformed(problem);
   return { ok: true, payment: decoded as unknown as PaymentPayload };
 }
 
 function requirementsProblem(accepted: Record<string, unknown>): string | undefined {
   if (typeof accepted.network !== 'string') return 'accepted.network is not a string';
-  if (typeof accepted.amount !== 'string' || !UINT256.test(accepted.amount))
-    return 'accepted.amount is not a decimal amount';
+  if (!isUint256(accepted.amount)) return 'accepted.amount is not a decimal uint256';
   if (!isAddress(accepted.asset)) return 'accepted.asset is not an address';
   if (!isAddress(accepted.payTo)) return 'accepted.payTo is not an address';
   if (!Number.isSafeInteger(accepted.maxTimeoutSeconds))
     return 'accepted.maxTimeoutSeconds is not an integer';
   const extra = accepted.extra;
   if (!isObject(extra)) return 'accepted.extra is not an object';
-  if (typeof extra.name !== 'string' || typeof extra.version !== 'string')
-    return 'accepted.extra needs name and version';
+  if (typeof extra.name !== 'string') return 'accepted.extra.name is not a string';
+  if (typeof extra.version !== 'string') return 'accepted.extra.version is not a string';
   if (!isAddress(extra.facilitatorAddress)) return 'accepted.extra.facilitatorAddress is not an address';
   return undefined;
 }
@@ -72,9 +86,7 @@ function payloadProblem(payload: unknown): string | undefined {
   for (const field of ['payer', 'payTo', 'facilitator'] as const)
     if (!isAddress(authorization[field])) return `payload.authorization.${field} is not an address`;
   for (const field of ['maxAmount', 'deadline'] as const) {
-    const value = authorization[field];
-    if (typeof value !== 'string' || !UINT256.test(value))
-      return `payload.authorization.${field} is not a decimal string`;
+    if (!isUint256(authorization[field])) return `payload.authorization.${field} is not a decimal uint256`;
   }
   if (typeof authorization.nonce !== 'string' || !BYTES32.test(authorization.nonce))
     return 'payload.authorization.nonce is not 32 bytes of 0x-hex';
@@ -115,6 +127,11 @@ function canonical(value: unknown): string {
   return JSON.stringify(value);
 }
 
+/** A decimal string of a uint256, as the contract takes amounts and deadlines: no sign, no leading zero. */
+function isUint256(value: unknown): value is string {
+  return typeof value === 'string' && DECIMAL.test(value) && BigInt(value) <= MAX_UINT256;
+}
+
 function isAddress(value: unknown): value is string {
   return typeof value === 'string' && ADDRESS.test(value);
 }
@@ -125,4 +142,8 @@ function isObject(value: unknown): value is Record<string, unknown> {
 
 function refuse(code: PayloadFormError, message: string): ReadPayment {
   return { ok: false, code, message };
+}
+
+function malformed(problem: string): ReadPayment {
+  return refuse('invalid_payload', `PAYMENT-SIGNATURE is malformed: ${problem}.`);
 }

@@ -116,6 +116,146 @@ describe('readPaymentSignature', () => {
   });
 });
 
+describe('readPaymentSignature: a field missing or ill-formed is invalid_payload, one present and not taken its own code', () => {
+  const valid = async () => signPayment(payer, REQUIREMENTS);
+  const readOf = (value: unknown) =>
+    readPaymentSignature(typeof value === 'string' ? value : encodeHeader(value));
+  const codeOf = (value: unknown) => {
+    const read = readOf(value);
+    return read.ok ? 'ok' : read.code;
+  };
+  /** `value` without the field at `path` (dot-separated). */
+  const without = (value: unknown, path: string): unknown => {
+    const [head, ...rest] = path.split('.') as [string, ...string[]];
+    const { [head]: inner, ...others } = value as Record<string, unknown>;
+    return rest.length === 0 ? others : { ...others, [head]: without(inner, rest.join('.')) };
+  };
+  /** `value` with the field at `path` (dot-separated) set to `field`. */
+  const withField = (value: unknown, path: string, field: unknown): unknown => {
+    const [head, ...rest] = path.split('.') as [string, ...string[]];
+    const record = value as Record<string, unknown>;
+    return { ...record, [head]: rest.length === 0 ? field : withField(record[head], rest.join('.'), field) };
+  };
+
+  it('JSON that is no payment at all, {"hello":1}, is invalid_payload, not invalid_x402_version', () => {
+    const read = readPaymentSignature(Buffer.from('{"hello":1}', 'utf8').toString('base64'));
+    expect(read).toEqual({
+      ok: false,
+      code: 'invalid_payload',
+      message: 'PAYMENT-SIGNATURE is malformed: x402Version is missing.',
+    });
+    expect(codeOf({})).toBe('invalid_payload');
+  });
+
+  it('x402Version: missing or not a number is invalid_payload; another number is invalid_x402_version, whatever the rest', async () => {
+    const payment = await valid();
+    expect(codeOf(without(payment, 'x402Version'))).toBe('invalid_payload');
+    for (const version of [null, '2', true, [2], { major: 2 }])
+      expect({ version, code: codeOf({ ...payment, x402Version: version }) }).toEqual({
+        version,
+        code: 'invalid_payload',
+      });
+    for (const version of [1, 3, 0, -2, 2.5])
+      for (const value of [
+        { ...payment, x402Version: version },
+        { x402Version: version },
+        { x402Version: version, accepted: 'nonsense', payload: 42 },
+      ])
+        expect({ version, code: codeOf(value) }).toEqual({ version, code: 'invalid_x402_version' });
+    expect(readOf({ x402Version: 1 })).toMatchObject({ message: expect.stringMatching(/version 1;/) });
+  });
+
+  it('accepted.scheme: missing or not a string is invalid_payload; another scheme is unsupported_scheme, whatever the rest', async () => {
+    const payment = await valid();
+    expect(codeOf(without(payment, 'accepted'))).toBe('invalid_payload');
+    for (const accepted of [null, 'prepaid-debit', ['prepaid-debit'], 7])
+      expect({ accepted, code: codeOf({ ...payment, accepted }) }).toEqual({
+        accepted,
+        code: 'invalid_payload',
+      });
+    expect(codeOf(without(payment, 'accepted.scheme'))).toBe('invalid_payload');
+    for (const scheme of [null, 7, ['prepaid-debit'], { name: 'prepaid-debit' }])
+      expect({ scheme, code: codeOf(withField(payment, 'accepted.scheme', scheme)) }).toEqual({
+        scheme,
+        code: 'invalid_payload',
+      });
+    for (const scheme of ['exact', '', 'PREPAID-DEBIT']) {
+      expect({ scheme, code: codeOf(withField(payment, 'accepted.scheme', scheme)) }).toEqual({
+        scheme,
+        code: 'unsupported_scheme',
+      });
+      expect(codeOf({ x402Version: 2, accepted: { scheme }, payload: 'junk' })).toBe('unsupported_scheme');
+    }
+  });
+
+  it('every other field of the prepaid-debit form: missing or ill-formed is invalid_payload, naming the field', async () => {
+    const payment = await valid();
+    const uint256Overflow = (1n << 256n).toString();
+    const illFormed: Record<string, unknown[]> = {
+      'accepted.network': [null, 31337, { chainId: 31337 }],
+      'accepted.amount': [null, 1000, '-1', '1e3', '01', uint256Overflow],
+      'accepted.asset': [null, 42, 'JobRegistry', '0x1234'],
+      'accepted.payTo': [null, 42, 'nobody'],
+      'accepted.maxTimeoutSeconds': [null, '120', 1.5],
+      'accepted.extra': [null, 'JobRegistry', []],
+      'accepted.extra.name': [null, 1],
+      'accepted.extra.version': [null, 1],
+      'accepted.extra.facilitatorAddress': [null, 'facilitator'],
+      payload: [null, 'junk', 42],
+      'payload.signature': [null, 42, '0x1234', payment.payload.signature.slice(2)],
+      'payload.authorization': [null, 'signed', []],
+      'payload.authorization.payer': [null, 42, 'alice'],
+      'payload.authorization.payTo': [null, 'bob'],
+      'payload.authorization.facilitator': [null, 'carol'],
+      'payload.authorization.maxAmount': [null, 1000, '-1', ' 1', uint256Overflow],
+      'payload.authorization.deadline': [null, 1e10, '-1', uint256Overflow],
+      'payload.authorization.nonce': [null, 7, '0x1234', `0x${'ab'.repeat(33)}`],
+    };
+    for (const [field, values] of Object.entries(illFormed)) {
+      const missing = readOf(without(payment, field));
+      expect({ field, missing: missing.ok || missing.code }).toEqual({ field, missing: 'invalid_payload' });
+      expect(missing.ok || missing.message).toContain(field);
+      for (const value of values) {
+        const read = readOf(withField(payment, field, value));
+        expect({ field, value, code: read.ok || read.code }).toEqual({
+          field,
+          value,
+          code: 'invalid_payload',
+        });
+        expect(read.ok || read.message).toContain(field);
+      }
+    }
+  });
+
+  it('reads a well-formed payment whose values are not taken: those are judged after, each by its own code', async () => {
+    const payment = await valid();
+    const other = `0x${'12'.repeat(20)}`;
+    const maxUint256 = ((1n << 256n) - 1n).toString();
+    const wellFormed: Record<string, unknown> = {
+      // invalid_network
+      'accepted.network': 'eip155:1',
+      // invalid_payment_requirements
+      'accepted.amount': '1',
+      'accepted.asset': other,
+      'accepted.maxTimeoutSeconds': 1,
+      'accepted.extra.name': 'USDC',
+      'accepted.extra.version': '2',
+      'accepted.extra.facilitatorAddress': other,
+      'accepted.description': 'an extra field',
+      // invalid_prepaid_debit_payload_facilitator_mismatch, _recipient_mismatch
+      'payload.authorization.facilitator': other,
+      'payload.authorization.payTo': other,
+      // invalid_prepaid_debit_payload_expired, _over_cap
+      'payload.authorization.deadline': '0',
+      'payload.authorization.maxAmount': maxUint256,
+      // invalid_prepaid_debit_payload_signature
+      'payload.signature': `0x${'11'.repeat(65)}`,
+    };
+    for (const [field, value] of Object.entries(wellFormed))
+      expect({ field, code: codeOf(withField(payment, field, value)) }).toEqual({ field, code: 'ok' });
+  });
+});
+
 describe('sameRequirements', () => {
   it('ignores address case only: a changed fee, an extra field or a missing one differ', () => {
     const lower = {

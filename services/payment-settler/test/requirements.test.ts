@@ -171,10 +171,17 @@ describe('a settler without FACILITATOR_PRIVATE_KEY takes no per-call payments',
       await depositedWallet(devnet()),
       await currentRequirements(settler.client),
     );
+    const { x402Version: _version, ...unversioned } = good;
     for (const value of [
       'not base64!',
       header([1, 2]),
       header({ ...good, payload: { authorization: good.payload.authorization } }),
+      // JSON, but no payment: no x402Version, or one that is not a number.
+      Buffer.from('{"hello":1}', 'utf8').toString('base64'),
+      header(unversioned),
+      header({ ...good, x402Version: '2' }),
+      // A version 2 payment whose scheme is missing or not a string.
+      header({ ...good, accepted: { ...good.accepted, scheme: 7 } }),
     ]) {
       const refusal = refusalOf(await verify(bare.client, value));
       expect(refusal.code).toBe(PaymentRefusalCode.INVALID_PAYLOAD);

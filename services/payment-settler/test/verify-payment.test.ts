@@ -111,15 +111,31 @@ describe('VerifyPayment refuses in the check order of the protocol', () => {
     }
   });
 
-  it('2 invalid_x402_version: version 1 (or none, or "2"), even when the rest is malformed or well signed', async () => {
+  it('1 invalid_payload: JSON that is no payment ({"hello":1}), or whose x402Version is missing or not a number', async () => {
+    const good = await signPayment(await payer(), await requirements());
+    const { x402Version: _version, ...unversioned } = good;
+    for (const value of [
+      Buffer.from('{"hello":1}', 'utf8').toString('base64'),
+      header({}),
+      header(unversioned),
+      header({ ...good, x402Version: '2' }),
+      header({ ...good, x402Version: null }),
+      header({ ...good, x402Version: [2] }),
+    ]) {
+      const refusal = await refused(value);
+      expect(refusal.code).toBe(PaymentRefusalCode.INVALID_PAYLOAD);
+      expect(refusal.payer).toBeUndefined();
+    }
+  });
+
+  it('2 invalid_x402_version: a version that is a number other than 2, even when the rest is malformed or well signed', async () => {
     const good = await signPayment(await payer(), await requirements());
     for (const value of [
       { x402Version: 1 },
       { x402Version: 1, accepted: 'nonsense', payload: 42 },
       { ...good, x402Version: 1 },
-      { ...good, x402Version: '2' },
       { ...good, x402Version: 3 },
-      { accepted: good.accepted, payload: good.payload },
+      { ...good, x402Version: 0 },
     ]) {
       const refusal = await refused(header(value));
       expect(refusal.code).toBe(PaymentRefusalCode.INVALID_X402_VERSION);
@@ -134,11 +150,23 @@ describe('VerifyPayment refuses in the check order of the protocol', () => {
     expect(refusal.payer).toBeUndefined();
   });
 
+  it('1 invalid_payload, not unsupported_scheme: accepted.scheme missing or not a string', async () => {
+    const good = await signPayment(await payer(), await requirements());
+    const { scheme: _scheme, ...unnamed } = good.accepted;
+    for (const accepted of [unnamed, { ...good.accepted, scheme: 7 }, { ...good.accepted, scheme: null }]) {
+      const refusal = await refused(header(withAccepted(good, accepted)));
+      expect(refusal.code).toBe(PaymentRefusalCode.INVALID_PAYLOAD);
+      expect(refusal.payer).toBeUndefined();
+    }
+  });
+
   it('1 invalid_payload: a prepaid-debit payment with a field missing or ill-formed (after version and scheme)', async () => {
     const good = await signPayment(await payer(), await requirements());
     const { signature, authorization } = good.payload;
     const { amount: _amount, ...acceptedWithoutAmount } = good.accepted;
     const { nonce: _nonce, ...authorizationWithoutNonce } = authorization;
+    const { facilitator: _facilitator, ...authorizationWithoutFacilitator } = authorization;
+    const { network: _network, ...networkless } = good.accepted;
     const malformed: Record<string, unknown> = {
       'no payload': { x402Version: 2, accepted: good.accepted },
       'no accepted': { x402Version: 2, payload: good.payload },
@@ -166,6 +194,21 @@ describe('VerifyPayment refuses in the check order of the protocol', () => {
       'a negative deadline': {
         ...good,
         payload: { signature, authorization: { ...authorization, deadline: '-1' } },
+      },
+      // Decimal strings, but past uint256: no amount or deadline the contract can take.
+      'a maxAmount above uint256': {
+        ...good,
+        payload: { signature, authorization: { ...authorization, maxAmount: (1n << 256n).toString() } },
+      },
+      'a deadline above uint256': {
+        ...good,
+        payload: { signature, authorization: { ...authorization, deadline: '9'.repeat(78) } },
+      },
+      'no network': withAccepted(good, networkless),
+      'a network that is a number': withAccepted(good, { ...good.accepted, network: 31337 }),
+      'no authorization.facilitator': {
+        ...good,
+        payload: { signature, authorization: authorizationWithoutFacilitator },
       },
     };
     for (const [what, value] of Object.entries(malformed)) {

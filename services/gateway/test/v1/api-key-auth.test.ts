@@ -162,6 +162,8 @@ describe('PAYMENT-SIGNATURE on a server without per-call payments', () => {
     ['a payload that is not base64 JSON', '%%%not-base64%%%', 'invalid_payload'],
     ['a malformed x402 v2 payload', encode({ x402Version: 2, accepted: {}, payload: {} }), 'invalid_payload'],
     ['another x402 version', encode({ x402Version: 1 }), 'invalid_x402_version'],
+    ['JSON that is no payment ({"hello":1})', encode({ hello: 1 }), 'invalid_payload'],
+    ['a payload whose x402Version is not a number', encode({ x402Version: '2' }), 'invalid_payload'],
   ])('answers 400 for %s', async (_name, header, code) => {
     const answer = await call(gateway.baseUrl, 'POST', '/v1/chat/completions', {
       body: { model: 'm', messages: [{ role: 'user', content: 'hi' }] },

@@ -6,6 +6,7 @@ import {
   paymentRequiredOf,
   paymentResponseOf,
   paymentSignatureFor,
+  signPayment,
   type PaymentOptions,
 } from '@svc/x402';
 import type { HDNodeWallet } from 'ethers';
@@ -235,6 +236,44 @@ describe('PAYMENT-SIGNATURE on a server without per-call payments', () => {
     }
     expect(backend.requests.filter((request) => request.payment.kind === 'prepaid_debit')).toEqual([]);
   });
+
+  it('answers a field missing or ill-formed invalid_payload, and one present but not taken by its own code', async () => {
+    const signed = await signPayment(randomWallet(), REQUIREMENTS);
+    const { x402Version: _version, ...unversioned } = signed;
+    const { scheme: _scheme, ...unnamed } = signed.accepted;
+    const { network: _network, ...networkless } = signed.accepted;
+    const cases: [string, string, string][] = [
+      ['JSON that is no payment', Buffer.from('{"hello":1}', 'utf8').toString('base64'), 'invalid_payload'],
+      ['no x402Version', encodeHeader(unversioned), 'invalid_payload'],
+      ['x402Version "2"', encodeHeader({ ...signed, x402Version: '2' }), 'invalid_payload'],
+      ['x402Version 1', encodeHeader({ ...signed, x402Version: 1 }), 'invalid_x402_version'],
+      ['no accepted.scheme', encodeHeader({ ...signed, accepted: unnamed }), 'invalid_payload'],
+      [
+        'accepted.scheme 7',
+        encodeHeader({ ...signed, accepted: { ...signed.accepted, scheme: 7 } }),
+        'invalid_payload',
+      ],
+      [
+        'accepted.scheme "exact"',
+        encodeHeader({ ...signed, accepted: { ...signed.accepted, scheme: 'exact' } }),
+        'unsupported_scheme',
+      ],
+      ['no accepted.network', encodeHeader({ ...signed, accepted: networkless }), 'invalid_payload'],
+      [
+        'another network',
+        encodeHeader({ ...signed, accepted: { ...signed.accepted, network: 'eip155:1' } }),
+        'unsupported_scheme',
+      ],
+    ];
+    for (const [what, paymentSignature, code] of cases) {
+      const answer = await completion(unpaid, { model: 'echo:1b' }, { paymentSignature });
+      expect({ what, status: answer.status, code: errorOf(answer).code }).toEqual({
+        what,
+        status: 400,
+        code,
+      });
+    }
+  });
 });
 
 describe('a call paid per call', () => {
@@ -311,6 +350,27 @@ describe('a call paid per call', () => {
     expect(answer.status).toBe(400);
     expect(errorOf(answer).code).toBe('invalid_payload');
     expectRefusedPayment(answer, 'invalid_payload', '');
+  });
+
+  it('answers JSON that is no payment ({"hello":1}) 400 invalid_payload, not invalid_x402_version, with the payment headers', async () => {
+    const signed = await signPayment(randomWallet(), REQUIREMENTS);
+    const { x402Version: _version, ...unversioned } = signed;
+    for (const paymentSignature of [
+      Buffer.from('{"hello":1}', 'utf8').toString('base64'),
+      encodeHeader(unversioned),
+      encodeHeader({ ...signed, x402Version: null }),
+    ]) {
+      const answer = await completion(paid, { model: 'echo:1b' }, { paymentSignature });
+      expect([answer.status, errorOf(answer).code]).toEqual([400, 'invalid_payload']);
+      expectRefusedPayment(answer, 'invalid_payload', '');
+    }
+    const foreign = await completion(
+      paid,
+      { model: 'echo:1b' },
+      { paymentSignature: encodeHeader({ ...signed, x402Version: 1 }) },
+    );
+    expect([foreign.status, errorOf(foreign).code]).toEqual([400, 'invalid_x402_version']);
+    expectRefusedPayment(foreign, 'invalid_x402_version', '');
   });
 
   it('gives a payment failed before submission back, even when the backend says so after the client left', async () => {
