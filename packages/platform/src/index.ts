@@ -15,6 +15,7 @@ export {
   type ServiceTokenSecrets,
 } from './service-tokens.js';
 export * from './store/index.js';
+export { LIMIT_HIT_KINDS, LIMIT_HITS_TALLY, limitHitField, type LimitHitKind } from './limit-hits-tally.js';
 export * from './events/index.js';
 export { Remembered } from './remembered.js';
 export {

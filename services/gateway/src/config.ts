@@ -125,7 +125,7 @@ export const gatewayConfigShape = {
     default: '5m',
   }),
   V1_LIMIT_HIT_FLUSH_INTERVAL: env.durationMs({
-    doc: "How often each replica sends the refusals counted in the shared store (`limitHits`) to the key-service, as one call per batch; how late a key's listing may show them. A stopping replica flushes once more.",
+    doc: 'How often each replica sends the refusals counted in the shared store (`limitHits`) to the key-service, as one call per batch; listings show refusals at once either way (the key-service adds those still in the store). A stopping replica flushes once more.',
     default: '5s',
   }),
   V1_KEY_EVENTS_GROUP_PREFIX: env.string({

@@ -89,11 +89,13 @@ export function buildKeyService(ports: KeyServicePorts): KeyServiceInstance {
   const signIn = new SignIn(challenges, new SignedMessageVerifier(challenges, siwe, now), tokens, metrics);
 
   const hasher = new ApiKeyHasher(config.API_KEY_PEPPER);
+  const limitHits = new LimitHits(db, store.tallies);
   const apiKeys = new ApiKeys(
     db,
     hasher,
     store.revocations,
     { maxActiveKeysPerWallet: config.MAX_ACTIVE_KEYS_PER_WALLET },
+    limitHits,
     (kind) => {
       relay.wake();
       metrics.keyChanged(kind);
@@ -105,7 +107,6 @@ export function buildKeyService(ports: KeyServicePorts): KeyServiceInstance {
     { defaultTtlMs: config.RESERVATION_DEFAULT_TTL, maxTtlMs: config.RESERVATION_MAX_TTL },
     metrics,
   );
-  const limitHits = new LimitHits(db);
   const sweeper = createReservationSweeper(
     ledger,
     limitHits,

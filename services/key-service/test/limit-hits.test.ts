@@ -1,4 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import {
+  LIMIT_HITS_TALLY,
+  limitHitField,
+  type LimitHitKind,
+  type Store,
+  type TallyBatch,
+  type TallyPending,
+} from '@svc/platform';
 import { createTestDatabase, type TestDatabase } from '@svc/testkit';
 import { LimitKind } from '@svc/proto/gen/svc/key/v1/api_key_pb';
 import { randomUUID } from 'node:crypto';
@@ -132,5 +140,209 @@ describe('RecordLimitHits', () => {
     const left = await replicaA.db.$queryRaw<unknown[]>`
       SELECT 1 FROM limit_hit_batches WHERE batch_id = ${batchId}`;
     expect(left).toHaveLength(0);
+  });
+});
+
+// Gateways count refusals in the store's `limit-hits` tally and deliver it every few seconds; a listing must
+// show them at once (read your writes), each exactly once, whatever step of its delivery a batch is at.
+describe('listing the refusals still pending in the store', () => {
+  let store: Store;
+
+  beforeAll(() => {
+    store = redis.open();
+  });
+
+  const WIRE_KINDS: Record<LimitHitKind, LimitKind> = {
+    rate: LimitKind.RATE,
+    concurrency: LimitKind.CONCURRENCY,
+    spend_cap: LimitKind.SPEND_CAP,
+    session_opens: LimitKind.SESSION_OPENS,
+  };
+
+  /** What a gateway does at each refusal. */
+  const refuse = (keyId: string, kind: LimitHitKind, count = 1) =>
+    store.tallies.add(LIMIT_HITS_TALLY, limitHitField(kind, keyId), count);
+
+  /** Sends a claimed batch as a gateway's flush does. */
+  function deliver(batch: TallyBatch, replica = replicaA) {
+    return replica.client.recordLimitHits({
+      batchId: batch.batchId,
+      hits: Object.entries(batch.counts).map(([field, count]) => {
+        const [kind, keyId] = field.split(':') as [LimitHitKind, string];
+        return { keyId, kind: WIRE_KINDS[kind], count };
+      }),
+    });
+  }
+
+  /** One whole flush: claim, deliver, acknowledge; false when there was nothing to deliver. */
+  async function flush(claimant: string, replica = replicaA): Promise<boolean> {
+    const batch = await store.tallies.claim(LIMIT_HITS_TALLY, claimant, { claimTtlMs: 30_000 });
+    if (batch === null) return false;
+    await deliver(batch, replica);
+    await store.tallies.acknowledge(LIMIT_HITS_TALLY, batch.batchId);
+    return true;
+  }
+
+  async function listedHits(key: { owner: { signInToken: string }; keyId: string }, replica = replicaA) {
+    const listed = (await replica.client.listKeys({ signInToken: key.owner.signInToken })).apiKeys;
+    const { rate, concurrency, spendCap, sessionOpens } = listed.find((k) => k.id === key.keyId)!.limitHits!;
+    return { rate, concurrency, spendCap, sessionOpens };
+  }
+
+  it('lists refusals counted in the store at once, on every replica, and in the answer to a cap change', async () => {
+    const key = await mintKey();
+    await refuse(key.keyId, 'spend_cap');
+    await refuse(key.keyId, 'rate', 2);
+    await refuse(key.keyId, 'concurrency');
+    await refuse(key.keyId, 'session_opens', 3);
+    const expected = { rate: 2n, concurrency: 1n, spendCap: 1n, sessionOpens: 3n };
+    expect(await listedHits(key, replicaA)).toEqual(expected);
+    expect(await listedHits(key, replicaB)).toEqual(expected);
+    const changed = await replicaB.client.updateSpendCap({
+      signInToken: key.owner.signInToken,
+      keyId: key.keyId,
+      spendCap: { case: 'noCap', value: {} },
+    });
+    expect(changed.apiKey?.limitHits).toMatchObject(expected);
+  });
+
+  it('counts a batch once at every step of its delivery: open, sealed, applied, acknowledged', async () => {
+    const key = await mintKey();
+    await refuse(key.keyId, 'spend_cap', 3);
+    expect((await listedHits(key)).spendCap).toBe(3n);
+
+    const batch = (await store.tallies.claim(LIMIT_HITS_TALLY, 'flusher', { claimTtlMs: 30_000 }))!;
+    // Sealed, not yet delivered: still counted from the store.
+    expect((await listedHits(key, replicaB)).spendCap).toBe(3n);
+    await refuse(key.keyId, 'spend_cap');
+    expect((await listedHits(key)).spendCap).toBe(4n);
+
+    // Applied but not yet acknowledged (the gateway has not heard back): counted from the table only.
+    await deliver(batch, replicaB);
+    expect((await listedHits(key)).spendCap).toBe(4n);
+    // A redelivery adds nothing, and the listing still counts the sealed batch once.
+    await deliver(batch, replicaA);
+    expect((await listedHits(key, replicaB)).spendCap).toBe(4n);
+
+    expect(await store.tallies.acknowledge(LIMIT_HITS_TALLY, batch.batchId)).toBe(true);
+    expect((await listedHits(key)).spendCap).toBe(4n);
+    while (await flush('flusher'));
+    expect(await listedHits(key)).toEqual({ rate: 0n, concurrency: 0n, spendCap: 4n, sessionOpens: 0n });
+  });
+
+  it('keeps a batch from being applied between a listing’s store read and its end', async () => {
+    // A replica whose store reads wait at a gate: the flush below runs while a listing is past its table
+    // read and inside its store read.
+    let entered!: () => void;
+    const reading = new Promise<void>((resolve) => {
+      entered = resolve;
+    });
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    const gatedStore = redis.open();
+    const gatedTallies = gatedStore.tallies;
+    const gated: Store = Object.assign(Object.create(gatedStore) as Store, {
+      tallies: {
+        add: gatedTallies.add.bind(gatedTallies),
+        claim: gatedTallies.claim.bind(gatedTallies),
+        acknowledge: gatedTallies.acknowledge.bind(gatedTallies),
+        pending: async (tally: string, fields: readonly string[]): Promise<TallyPending> => {
+          entered();
+          await gate;
+          return gatedTallies.pending(tally, fields);
+        },
+      },
+    });
+    const gatedReplica = await startReplica({
+      databaseUrl: database.url,
+      tokenKeys: replicaA.service.domain.tokenKeys,
+      store: gated,
+      startBackground: false,
+    });
+    try {
+      const key = await mintKey();
+      await refuse(key.keyId, 'rate', 5);
+      const listing = listedHits(key, gatedReplica);
+      await reading;
+
+      // A whole flush on another replica: it seals the 5 refusals, but cannot apply them while the listing
+      // holds its turn, so the listing cannot see them in the table as well as open in the store.
+      let applied = false;
+      const flushing = flush('other-gateway', replicaB).then((delivered) => {
+        applied = true;
+        return delivered;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(applied).toBe(false);
+      open();
+      expect((await listing).rate).toBe(5n);
+      expect(await flushing).toBe(true);
+      expect((await listedHits(key, gatedReplica)).rate).toBe(5n);
+    } finally {
+      open();
+      await gatedReplica.close();
+    }
+  });
+
+  it('never shows a refusal twice or not at all while gateways count and flush and replicas list', async () => {
+    const key = await mintKey();
+    let started = 0n;
+    let done = 0n;
+    let running = true;
+    const counting = (async () => {
+      while (running) {
+        // Five refusals at once, as a burst of 429s.
+        await Promise.all(
+          Array.from({ length: 5 }, async () => {
+            started += 1n;
+            await refuse(key.keyId, 'rate');
+            done += 1n;
+          }),
+        );
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+    })();
+    let flushes = 0;
+    const flusher = async (claimant: string, replica: typeof replicaA) => {
+      while (running) {
+        if (await flush(claimant, replica)) flushes += 1;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    };
+    const listings: Array<{ atLeast: bigint; seen: bigint; atMost: bigint }> = [];
+    const lister = async (replica: typeof replicaA) => {
+      let last = 0n;
+      while (running) {
+        const atLeast = done;
+        const seen = (await listedHits(key, replica)).rate;
+        listings.push({ atLeast, seen, atMost: started });
+        // Monotonic: a later listing never shows fewer.
+        expect(seen).toBeGreaterThanOrEqual(last);
+        last = seen;
+      }
+    };
+    const background = [
+      counting,
+      flusher('gateway-a', replicaA),
+      flusher('gateway-b', replicaB),
+      lister(replicaA),
+      lister(replicaB),
+    ];
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    running = false;
+    await Promise.all(background);
+
+    // Every refusal done before a listing began is in it, and none it shows was counted twice.
+    for (const { atLeast, seen, atMost } of listings) {
+      expect(seen).toBeGreaterThanOrEqual(atLeast);
+      expect(seen).toBeLessThanOrEqual(atMost);
+    }
+    expect(listings.length).toBeGreaterThan(20);
+    expect(flushes).toBeGreaterThan(10);
+    expect((await listedHits(key)).rate).toBe(done);
+    while (await flush('gateway-a'));
+    expect((await listedHits(key, replicaB)).rate).toBe(done);
   });
 });

@@ -116,6 +116,18 @@ export interface TallyClaimOptions {
   readonly maxFields?: number;
 }
 
+/** What a tally has not yet handed over of some fields (see `Tallies.pending`). */
+export interface TallyPending {
+  /** Open counts of the fields asked for; a field with none is left out. */
+  readonly open: Readonly<Record<string, bigint>>;
+  /**
+   * The sealed batch, claimed or not, with its counts of the fields asked for; null when no batch is sealed
+   * or it holds none of them. Until it is acknowledged, its receiver may or may not have applied it already:
+   * a reader adding these counts to the receiver's totals asks the receiver whether it applied `batchId`.
+   */
+  readonly sealed: TallyBatch | null;
+}
+
 /**
  * Counts taken on a hot path as single atomic increments and delivered to their system of record in
  * aggregates (limit hits: one increment per refusal, one key-service call per flush). A tally holds open
@@ -134,6 +146,12 @@ export interface Tallies {
   claim(tally: string, claimant: string, options: TallyClaimOptions): Promise<TallyBatch | null>;
   /** Drops the sealed batch once delivered; false when `batchId` is not (or no longer) the sealed batch. */
   acknowledge(tally: string, batchId: string): Promise<boolean>;
+  /**
+   * What `fields` hold that was not yet acknowledged: their open counts and their counts in the sealed batch,
+   * read in one atomic step, so every increment not yet acknowledged is seen exactly once (open or sealed).
+   * Changes nothing; no claim is needed.
+   */
+  pending(tally: string, fields: readonly string[]): Promise<TallyPending>;
 }
 
 /** Position of a frame in its stream; opaque to callers, ordered by append. */

@@ -14,8 +14,11 @@ const MAX_PRESENTED_KEY_LENGTH = 256;
 export interface KeyRateLimit {
   readonly limit: number;
   readonly windowMs: number;
-  /** Told of each refusal (to count it in the key's `limitHits`); must not throw. */
-  onRefused(keyId: string): void;
+  /**
+   * Told of each refusal (to count it in the key's `limitHits`); the refusal is answered once it settles, so
+   * a listing asked for next shows it. Must not throw or reject.
+   */
+  onRefused(keyId: string): Promise<void> | void;
 }
 
 export interface ApiKeyAuthPorts {
@@ -92,7 +95,7 @@ export function authenticateApiKey({
     }
     const refusal = rateLimitRefusal(res, verdict, keyRateRule);
     if (refusal !== undefined) {
-      keyRate.onRefused(key.keyId);
+      await keyRate.onRefused(key.keyId);
       throw refusal;
     }
     res.locals.apiKey = key;

@@ -86,7 +86,7 @@ export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHand
       return await slots.acquire(key.keyId);
     } catch (error) {
       if (isAppError(error) && error.code === 'concurrency_limit_exceeded')
-        limitHits.report(key.keyId, 'concurrency');
+        await limitHits.report(key.keyId, 'concurrency');
       throw error;
     }
   }
@@ -230,7 +230,7 @@ export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHand
     } catch (error) {
       // The orchestrator refused to open another session: counted in the key's `limitHits.sessionOpens`.
       if (key && isAppError(error) && error.code === 'session_open_limit_exceeded')
-        limitHits.report(key.keyId, 'sessionOpens');
+        await limitHits.report(key.keyId, 'sessionOpens');
       if (!(error instanceof ClientGoneError) && !clientGone.signal.aborted) throw error;
       logger.info({ keyPrefix: key?.prefix, callId: call.callId }, 'client left before its completion ended');
     } finally {

@@ -1,17 +1,17 @@
-import type { Logger, Tallies, TallyBatch } from '@svc/platform';
+import {
+  LIMIT_HITS_TALLY,
+  type LimitHitKind,
+  type Logger,
+  type Tallies,
+  type TallyBatch,
+} from '@svc/platform';
 import { RpcError } from '@svc/proto';
 import { LimitKind } from '@svc/proto/gen/svc/key/v1/api_key_pb';
 import type { KeyServiceClient } from '../key-service-client.js';
 
-/**
- * The store tally every limit hit is counted in, one field per key and limit: `<kind>:<keyId>`. Any service
- * sharing the store may add to it (the job-orchestrator's session-open refusals, say); any replica that
- * delivers it delivers every field.
- */
-export const LIMIT_HITS_TALLY = 'limit-hits';
-
-/** The kinds as tally fields name them (the key-service's names). */
-export type LimitHitKind = 'rate' | 'concurrency' | 'spend_cap' | 'session_opens';
+// The tally and its fields (`<kind>:<keyId>`) are shared with the key-service, which adds what the tally
+// holds, not yet applied, to the keys it lists (docs/key-service.md). Any service sharing the store may add
+// to it; any replica that delivers it delivers every field.
 
 const WIRE_KINDS: Record<LimitHitKind, LimitKind> = {
   rate: LimitKind.RATE,
@@ -19,10 +19,6 @@ const WIRE_KINDS: Record<LimitHitKind, LimitKind> = {
   spend_cap: LimitKind.SPEND_CAP,
   session_opens: LimitKind.SESSION_OPENS,
 };
-
-export function limitHitField(kind: LimitHitKind, keyId: string): string {
-  return `${kind}:${keyId}`;
-}
 
 export interface LimitHitDeliverySettings {
   /** Who claims the batches: one id per replica. */

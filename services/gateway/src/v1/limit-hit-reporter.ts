@@ -1,13 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import { MemoryStore, type Logger, type Tallies } from '@svc/platform';
-import type { KeyServiceClient } from '../key-service-client.js';
 import {
-  deliverLimitHits,
   LIMIT_HITS_TALLY,
   limitHitField,
-  type LimitHitDeliverySettings,
+  MemoryStore,
   type LimitHitKind,
-} from './limit-hit-batches.js';
+  type Logger,
+  type Tallies,
+} from '@svc/platform';
+import type { KeyServiceClient } from '../key-service-client.js';
+import { deliverLimitHits, type LimitHitDeliverySettings } from './limit-hit-batches.js';
 
 export type KeyLimit = 'rate' | 'concurrency' | 'spendCap' | 'sessionOpens';
 
@@ -41,8 +42,10 @@ const MAX_BATCHES_PER_FLUSH = 10;
 /**
  * Counts refusals in the key's `limitHits` (spec: each refusal increments the matching counter) without a
  * database write per refusal: a refusal is one atomic increment of the store's tally, and a periodic flush
- * sends the tally's aggregate to the key-service as one call per batch (see limit-hit-batches.ts). Reports
- * never hold up the refusal; failures are logged, never answered to the caller.
+ * sends the tally's aggregate to the key-service as one call per batch (see limit-hit-batches.ts). A
+ * refusal is answered once its count is in the store (`report` resolves then), so a listing the caller asks
+ * for next shows it: the key-service adds what the tally holds, not yet applied, to the keys it lists.
+ * Failures are logged, never answered to the caller: `report` never rejects.
  */
 export class LimitHitReporter {
   readonly #tallies: Tallies;
@@ -55,6 +58,8 @@ export class LimitHitReporter {
   #unsent = new Map<string, number>();
   /** The one write of unsent counts in progress (it picks up counts reported meanwhile). */
   #writing: Promise<boolean> | undefined;
+  /** Settled once the counts now in `#unsent` reached the store, or their write failed: what `report` returns. */
+  #nextWrite: PendingWrite | undefined;
   /** Fields of the store write in flight: they come back to `#unsent` if it fails, so they count to the bound. */
   #fieldsInFlight = 0;
   /** Refusals left uncounted since the store last took a write (only while it cannot be written). */
@@ -91,9 +96,13 @@ export class LimitHitReporter {
    * most `maxUnsent` keys × limits wait here (memory stays bounded, whatever the flood). Only when the
    * store cannot be written and that many are waiting is the refusal of yet another key left uncounted
    * (and logged).
+   *
+   * Resolves once the count is in the store, within the store write that follows the one in progress (two
+   * round trips at most), so the refusal answered after it is listed at once; also when the store refused
+   * the write (the count waits here for the next one) or the refusal was left uncounted. Never rejects.
    */
-  report(keyId: string, limit: KeyLimit): void {
-    if (keyId === '') return;
+  report(keyId: string, limit: KeyLimit): Promise<void> {
+    if (keyId === '') return Promise.resolve();
     const field = limitHitField(TALLY_KINDS[limit], keyId);
     const waiting = this.#unsent.get(field);
     if (waiting === undefined && this.#unsent.size + this.#fieldsInFlight >= this.#maxUnsent) {
@@ -104,10 +113,13 @@ export class LimitHitReporter {
         );
       }
       this.#droppedSinceWritten += 1;
-      return;
+      return Promise.resolve();
     }
     this.#unsent.set(field, (waiting ?? 0) + 1);
+    this.#nextWrite ??= settledOnce();
+    const { written } = this.#nextWrite;
     void this.#writeUnsent();
+    return written;
   }
 
   /**
@@ -167,17 +179,28 @@ export class LimitHitReporter {
     return writing;
   }
 
+  /** The reports waiting for the counts now in `#unsent`; later ones wait for the write after. */
+  #takeNextWrite(): PendingWrite | undefined {
+    const next = this.#nextWrite;
+    this.#nextWrite = undefined;
+    return next;
+  }
+
   async #writeWhileWaiting(): Promise<boolean> {
     while (this.#unsent.size > 0) {
       const writing = [...this.#unsent];
       this.#unsent = new Map();
+      const reporters = this.#takeNextWrite();
       this.#fieldsInFlight = writing.length;
       const results = await Promise.allSettled(
         writing.map(([field, count]) => this.#tallies.add(LIMIT_HITS_TALLY, field, count)),
       );
       this.#fieldsInFlight = 0;
+      reporters?.settle();
       const failed = writing.filter((_, index) => results[index]?.status === 'rejected');
       if (failed.length > 0) {
+        // No write follows until the next refusal or flush: refusals reported meanwhile are answered now.
+        this.#takeNextWrite()?.settle();
         // Kept for the next write (at the next refusal or flush); they were within the bound already.
         for (const [field, count] of failed) this.#unsent.set(field, (this.#unsent.get(field) ?? 0) + count);
         const rejection = results.find((result) => result.status === 'rejected');
@@ -194,4 +217,18 @@ export class LimitHitReporter {
     }
     return true;
   }
+}
+
+/** A store write that reports wait for: `written` settles when `settle` is called. */
+interface PendingWrite {
+  readonly written: Promise<void>;
+  readonly settle: () => void;
+}
+
+function settledOnce(): PendingWrite {
+  let settle!: () => void;
+  const written = new Promise<void>((resolve) => {
+    settle = resolve;
+  });
+  return { written, settle };
 }

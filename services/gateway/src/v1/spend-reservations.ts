@@ -43,7 +43,7 @@ export class SpendReservations {
       requestId: callId,
     });
     if (answer.outcome.case === 'refused') {
-      this.limitHits.report(key.keyId, 'spendCap');
+      await this.limitHits.report(key.keyId, 'spendCap');
       const cap = answer.outcome.value.spendCapWei?.decimal ?? key.spendCapWei?.toString() ?? null;
       throw new AppError('spend_cap_exceeded', {
         message: `This call's fee would pass the key's lifetime spend cap of ${cap ?? 'unknown'} wei. Raise or remove the cap.`,

@@ -1,5 +1,13 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createLogger, StoreUnavailableError, type Store, type Tallies } from '@svc/platform';
+import {
+  createLogger,
+  LIMIT_HITS_TALLY,
+  limitHitField,
+  StoreUnavailableError,
+  type Store,
+  type Tallies,
+} from '@svc/platform';
 import { testServiceClientOptions } from '@svc/platform/testing';
 import { closeClient, createClient, GrpcStatus, RpcError } from '@svc/proto';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
@@ -250,6 +258,7 @@ describe('the reporter under a flood while the store is slow', () => {
       },
       claim: (...args) => store.tallies.claim(...args),
       acknowledge: (...args) => store.tallies.acknowledge(...args),
+      pending: (...args) => store.tallies.pending(...args),
     };
     const minted = await mintKey(replicaA.baseUrl);
     const client = createClient(
@@ -269,6 +278,47 @@ describe('the reporter under a flood while the store is slow', () => {
     expect((await listedKey(replicaA.baseUrl, minted)).limitHits.rate).toBe(10_000);
   });
 
+  it('resolves a report once its count is in the store (read your writes), also under a flood', async () => {
+    const store = isolated.open();
+    const slowTallies: Tallies = {
+      add: async (tally, field, by) => {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        return store.tallies.add(tally, field, by);
+      },
+      claim: (...args) => store.tallies.claim(...args),
+      acknowledge: (...args) => store.tallies.acknowledge(...args),
+      pending: (...args) => store.tallies.pending(...args),
+    };
+    const client = createClient(
+      KeyService,
+      keyService.address,
+      testServiceClientOptions('key-service', { defaultUnaryTimeoutMs: 10_000 }),
+    );
+    const reporter = new LimitHitReporter(client, silentLogger, { tallies: slowTallies });
+    const keyId = randomUUID();
+    const pendingOf = async (kind: 'rate' | 'spend_cap') => {
+      const field = limitHitField(kind, keyId);
+      return (await store.tallies.pending(LIMIT_HITS_TALLY, [field])).open[field] ?? 0n;
+    };
+    // A write is in flight: the next report waits for it, then for the write that carries its count.
+    const first = reporter.report(keyId, 'rate');
+    await reporter.report(keyId, 'spendCap');
+    expect(await pendingOf('spend_cap')).toBe(1n);
+    await first;
+    // Reports of a flood are written together, and each one resolves only once its own count is written.
+    let resolved = 0;
+    const flood = Array.from({ length: 500 }, async (_, i) => {
+      if (i % 100 === 99) await new Promise((resolve) => setTimeout(resolve, 15));
+      await reporter.report(keyId, 'rate');
+      resolved += 1;
+      expect(await pendingOf('rate')).toBeGreaterThanOrEqual(BigInt(resolved));
+    });
+    await Promise.all(flood);
+    expect(await pendingOf('rate')).toBe(501n);
+    await reporter.stop();
+    closeClient(client);
+  });
+
   it('bounds the keys waiting for an unreachable store and says so', async () => {
     const lines: string[] = [];
     const logger = createLogger({
@@ -280,6 +330,7 @@ describe('the reporter under a flood while the store is slow', () => {
       add: () => Promise.reject(new StoreUnavailableError('tallies.add')),
       claim: () => Promise.reject(new StoreUnavailableError('tallies.claim')),
       acknowledge: () => Promise.reject(new StoreUnavailableError('tallies.acknowledge')),
+      pending: () => Promise.reject(new StoreUnavailableError('tallies.pending')),
     };
     const client = createClient(
       KeyService,
@@ -287,7 +338,9 @@ describe('the reporter under a flood while the store is slow', () => {
       testServiceClientOptions('key-service', { defaultUnaryTimeoutMs: 10_000 }),
     );
     const reporter = new LimitHitReporter(client, logger, { tallies: down, maxUnsent: 100 });
-    for (let i = 0; i < 5_000; i += 1) reporter.report(`key-${i % 1_000}`, 'rate');
+    const reports = Array.from({ length: 5_000 }, (_, i) => reporter.report(`key-${i % 1_000}`, 'rate'));
+    // A refusal is answered whether or not its count could be written (or kept).
+    await expect(Promise.all(reports)).resolves.toHaveLength(5_000);
     await reporter.stop();
     closeClient(client);
     const messages = lines.map((line) => JSON.parse(line) as { msg: string; unsentKeys?: number });

@@ -6,6 +6,7 @@ import type { WalletAddress } from '../wallet/wallet-address.js';
 import { generateApiKeySecret, type ApiKeyHasher } from './api-key-secret.js';
 import { API_KEY_VIEW_COLUMNS, apiKeyView, type ApiKeyView } from './api-key-view.js';
 import { isKeyId } from './key-id.js';
+import type { LimitHits } from './limit-hits.js';
 
 export const MAX_KEY_NAME_LENGTH = 64;
 
@@ -39,6 +40,8 @@ export class ApiKeys {
     private readonly hasher: ApiKeyHasher,
     private readonly revocations: RevocationMarkers,
     private readonly settings: ApiKeysSettings,
+    /** Adds the refusals still pending in the store to the keys as listed (read your writes). */
+    private readonly limitHits: Pick<LimitHits, 'holdBatches' | 'withPending'>,
     /** Told after each committed change (wakes the outbox relay, counts it). */
     private readonly onChange: (kind: KeyEventKind) => void = () => undefined,
   ) {}
@@ -80,24 +83,35 @@ export class ApiKeys {
     return { apiKey: apiKeyView(row), fullKey: secret.fullKey };
   }
 
-  /** Every key of the wallet that is not deleted, revoked ones included, newest first. */
+  /**
+   * Every key of the wallet that is not deleted, revoked ones included, newest first, with every refusal
+   * counted so far in its `limitHits`, also those still waiting in the store for the next flush.
+   */
   async list(wallet: WalletAddress): Promise<ApiKeyView[]> {
-    const rows = await this.db.apiKey.findMany({
-      where: { wallet: wallet.lowercase, deletedAt: null },
-      orderBy: { mintSequence: 'desc' },
-      select: API_KEY_VIEW_COLUMNS,
+    return inTransaction(this.db, async (tx) => {
+      await this.limitHits.holdBatches(tx);
+      const rows = await tx.apiKey.findMany({
+        where: { wallet: wallet.lowercase, deletedAt: null },
+        orderBy: { mintSequence: 'desc' },
+        select: API_KEY_VIEW_COLUMNS,
+      });
+      return this.limitHits.withPending(tx, rows.map(apiKeyView));
     });
-    return rows.map(apiKeyView);
   }
 
-  /** Sets (a bigint) or removes (null) a key's lifetime cap; a revoked key keeps its cap. */
+  /**
+   * Sets (a bigint) or removes (null) a key's lifetime cap; a revoked key keeps its cap. Answers the key as
+   * listed (its pending refusals included).
+   */
   async updateSpendCap(
     wallet: WalletAddress,
     keyId: string,
     spendCapWei: bigint | null,
   ): Promise<ApiKeyView> {
-    const row = await inTransaction(this.db, async (tx) => {
+    const view = await inTransaction(this.db, async (tx) => {
       await lockWallet(tx, wallet);
+      // Before the row is changed: a batch being applied takes this lock before it locks rows.
+      await this.limitHits.holdBatches(tx);
       const key = await findOwnedKey(tx, wallet, keyId);
       if (key.revokedAt !== null) throw new AppError('api_key_revoked');
       const updated = await tx.apiKey.update({
@@ -112,10 +126,11 @@ export class ApiKeys {
         prefix: key.prefix,
         spendCapWei,
       });
-      return updated;
+      const [listed] = await this.limitHits.withPending(tx, [apiKeyView(updated)]);
+      return listed as ApiKeyView;
     });
     this.onChange(KeyEventKind.CAP_CHANGED);
-    return apiKeyView(row);
+    return view;
   }
 
   /**

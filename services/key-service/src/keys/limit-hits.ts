@@ -1,8 +1,16 @@
-import { AppError } from '@svc/platform';
-import { inTransaction, type PrismaClient } from '../db/database.js';
+import {
+  AppError,
+  LIMIT_HIT_KINDS,
+  LIMIT_HITS_TALLY,
+  limitHitField,
+  type LimitHitKind,
+  type Tallies,
+} from '@svc/platform';
+import { inTransaction, type PrismaClient, type Transaction } from '../db/database.js';
+import type { ApiKeyView, LimitHitCounts } from './api-key-view.js';
 import { isKeyId } from './key-id.js';
 
-export type LimitKind = 'rate' | 'concurrency' | 'spend_cap' | 'session_opens';
+export type LimitKind = LimitHitKind;
 
 const COUNTER_COLUMN = {
   rate: 'rate_hits',
@@ -14,6 +22,18 @@ const COUNTER_COLUMN = {
 const MAX_ID_LENGTH = 128;
 /** A batch is one transaction; the gateway sends at most 1,000 entries per batch. */
 const MAX_BATCH_ENTRIES = 10_000;
+/**
+ * The advisory lock (class "hits", one key) between applying batches (exclusive) and reading keys with the
+ * refusals still pending in the store (shared): see `holdBatches`.
+ */
+const BATCHES_LOCK = [0x68697473, 0] as const;
+
+const VIEW_FIELDS = {
+  rate: 'rate',
+  concurrency: 'concurrency',
+  spend_cap: 'spendCap',
+  session_opens: 'sessionOpens',
+} as const satisfies Record<LimitKind, keyof LimitHitCounts>;
 
 /** How often one limit refused one key's calls within a batch. */
 export interface LimitHitCount {
@@ -27,9 +47,17 @@ export interface LimitHitCount {
  * limit under a batch id that counts once however often the batch is delivered. The single report (one
  * refusal under its request id) stays for callers that have one refusal to tell. Ids are kept for a
  * retention period and then pruned.
+ *
+ * Gateways count refusals in the store's `limit-hits` tally and deliver it every few seconds; a listing adds
+ * what the tally holds, not yet applied, to the counts in the table (read your writes), each refusal exactly
+ * once: see `holdBatches` and `withPending`.
  */
 export class LimitHits {
-  constructor(private readonly db: PrismaClient) {}
+  constructor(
+    private readonly db: PrismaClient,
+    /** The shared store's tallies, where gateways count refusals until they deliver them here. */
+    private readonly tallies: Tallies,
+  ) {}
 
   async record(keyId: string, kind: LimitKind, requestId: string): Promise<void> {
     if (requestId.length > MAX_ID_LENGTH) {
@@ -79,6 +107,9 @@ export class LimitHits {
     }
     const perKey = aggregatePerKey(hits);
     return inTransaction(this.db, async (tx) => {
+      // First, before any row is touched: no listing is between its read of the store and its commit while
+      // a batch is applied (see holdBatches).
+      await tx.$executeRaw`SELECT pg_advisory_xact_lock(${BATCHES_LOCK[0]}::int4, ${BATCHES_LOCK[1]}::int4)`;
       const inserted = await tx.$executeRaw`
         INSERT INTO limit_hit_batches (batch_id) VALUES (${batchId}) ON CONFLICT DO NOTHING`;
       if (inserted === 0 || perKey.length === 0) return inserted === 1;
@@ -100,6 +131,45 @@ export class LimitHits {
           AS h(id uuid, rate bigint, concurrency bigint, spend_cap bigint, session_opens bigint)
         WHERE k.id = h.id`;
       return true;
+    });
+  }
+
+  /**
+   * Keeps batches from being applied until `tx` ends (a shared advisory lock; `recordBatch` takes it
+   * exclusively before it touches anything). Call it before `tx` reads or changes a key it will pass to
+   * `withPending`: with no batch applied from then on, the counts `tx` reads of a key, the store's pending
+   * counts and whether the store's sealed batch is applied all describe one moment, so `withPending` adds
+   * each refusal exactly once. Readers do not wait for each other; a batch waits for the readers holding it
+   * (a store round trip), and a reader for the batch being applied.
+   */
+  async holdBatches(tx: Transaction): Promise<void> {
+    await tx.$executeRaw`SELECT pg_advisory_xact_lock_shared(${BATCHES_LOCK[0]}::int4, ${BATCHES_LOCK[1]}::int4)`;
+  }
+
+  /**
+   * The keys (read in `tx` after `holdBatches`) with the refusals counted in the store but not applied yet
+   * added to their `limitHits`: the tally's open counts, and its sealed batch's unless `limit_hit_batches`
+   * says it was applied (it stays sealed from its delivery until the gateway acknowledges it). Each refusal
+   * is then counted once: in the table, open, or sealed and not yet applied. Batches sealed after the store
+   * read cannot be applied before `tx` ends, and the open counts read are in no batch applied before it.
+   */
+  async withPending(tx: Transaction, keys: readonly ApiKeyView[]): Promise<ApiKeyView[]> {
+    if (keys.length === 0) return [];
+    const fields = keys.flatMap((key) => LIMIT_HIT_KINDS.map((kind) => limitHitField(kind, key.id)));
+    const { open, sealed } = await this.tallies.pending(LIMIT_HITS_TALLY, fields);
+    const counts = [open];
+    if (sealed !== null) {
+      const applied = await tx.$queryRaw<unknown[]>`
+        SELECT 1 FROM limit_hit_batches WHERE batch_id = ${sealed.batchId}`;
+      if (applied.length === 0) counts.push(sealed.counts);
+    }
+    return keys.map((key) => {
+      const limitHits: { -readonly [K in keyof LimitHitCounts]: bigint } = { ...key.limitHits };
+      for (const kind of LIMIT_HIT_KINDS) {
+        const field = limitHitField(kind, key.id);
+        for (const pending of counts) limitHits[VIEW_FIELDS[kind]] += pending[field] ?? 0n;
+      }
+      return { ...key, limitHits };
     });
   }
 

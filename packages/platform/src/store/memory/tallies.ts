@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { StoreCommandError } from '../errors.js';
-import type { Tallies, TallyBatch, TallyClaimOptions } from '../store.js';
+import type { Tallies, TallyBatch, TallyClaimOptions, TallyPending } from '../store.js';
 import {
   DEFAULT_TALLY_BATCH_FIELDS,
   fitsInt64,
@@ -79,6 +79,21 @@ export class MemoryTallies implements Tallies {
     return true;
   }
 
+  async pending(tally: string, fields: readonly string[]): Promise<TallyPending> {
+    requireKey('tally', tally);
+    for (const field of fields) requireKey('field', field);
+    this.context.assertOpen('tallies.pending');
+    const entry = this.#tallies.get(tally);
+    if (entry === undefined) return { open: {}, sealed: null };
+    const open = countsOf(entry.open, fields);
+    const sealedCounts = entry.sealed === undefined ? {} : countsOf(entry.sealed.counts, fields);
+    const sealed =
+      entry.sealed === undefined || Object.keys(sealedCounts).length === 0
+        ? null
+        : { batchId: entry.sealed.batchId, counts: sealedCounts };
+    return { open, sealed };
+  }
+
   #entry(tally: string): Tally {
     let entry = this.#tallies.get(tally);
     if (entry === undefined) {
@@ -87,4 +102,13 @@ export class MemoryTallies implements Tallies {
     }
     return entry;
   }
+}
+
+function countsOf(counts: ReadonlyMap<string, bigint>, fields: readonly string[]): Record<string, bigint> {
+  const found: Record<string, bigint> = {};
+  for (const field of fields) {
+    const value = counts.get(field);
+    if (value !== undefined) found[field] = value;
+  }
+  return found;
 }

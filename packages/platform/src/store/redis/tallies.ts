@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Tallies, TallyBatch, TallyClaimOptions } from '../store.js';
+import type { Tallies, TallyBatch, TallyClaimOptions, TallyPending } from '../store.js';
 import {
   DEFAULT_TALLY_BATCH_FIELDS,
   requireKey,
@@ -61,6 +61,26 @@ return 1
 `,
 };
 
+// Reads the fields' open counts, the sealed batch's id and the fields' sealed counts in one step: a seal or
+// an acknowledgement runs wholly before or wholly after it. HMGET in pages keeps `unpack` within Lua's limits.
+const PENDING: LuaScript = {
+  name: 'svcStoreTallyPending',
+  keys: 3,
+  lua: `
+local function read(key)
+  local values = {}
+  for first = 1, #ARGV, 1000 do
+    local page = redis.call('HMGET', key, unpack(ARGV, first, math.min(first + 999, #ARGV)))
+    for i = 1, #page do values[#values + 1] = page[i] end
+  end
+  return values
+end
+local batch_id = redis.call('GET', KEYS[3])
+if not batch_id then return {read(KEYS[1])} end
+return {read(KEYS[1]), batch_id, read(KEYS[2])}
+`,
+};
+
 export class RedisTallies implements Tallies {
   constructor(
     private readonly redis: RedisCommandRunner,
@@ -114,4 +134,36 @@ export class RedisTallies implements Tallies {
     );
     return reply === 1;
   }
+
+  async pending(tally: string, fields: readonly string[]): Promise<TallyPending> {
+    requireKey('tally', tally);
+    for (const field of fields) requireKey('field', field);
+    if (fields.length === 0) return { open: {}, sealed: null };
+    const reply = await this.redis.script(
+      'tallies.pending',
+      PENDING,
+      [this.keys.tallyOpen(tally), this.keys.tallySealed(tally), this.keys.tallyBatchId(tally)],
+      fields,
+    );
+    if (!Array.isArray(reply)) throw new TypeError(`unexpected script reply ${JSON.stringify(reply)}`);
+    const open = countsOf(fields, reply[0]);
+    if (reply.length < 3) return { open, sealed: null };
+    const sealedCounts = countsOf(fields, reply[2]);
+    const sealed =
+      Object.keys(sealedCounts).length === 0 ? null : { batchId: stringAt(reply, 1), counts: sealedCounts };
+    return { open, sealed };
+  }
+}
+
+/** The HMGET values of `fields` (null for a field the hash does not hold) as counts, absent ones left out. */
+function countsOf(fields: readonly string[], values: unknown): Record<string, bigint> {
+  if (!Array.isArray(values) || values.length !== fields.length)
+    throw new TypeError(`unexpected script reply ${JSON.stringify(values)}`);
+  const counts: Record<string, bigint> = {};
+  values.forEach((value, index) => {
+    if (value === null) return;
+    if (typeof value !== 'string') throw new TypeError(`unexpected script reply ${JSON.stringify(values)}`);
+    counts[fields[index] as string] = BigInt(value);
+  });
+  return counts;
 }

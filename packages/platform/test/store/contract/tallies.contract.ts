@@ -108,6 +108,98 @@ export function talliesContract(use: UseFixture): void {
       expect(delivered).toEqual(Object.fromEntries(fields.map((field) => [field, 3n])));
     });
 
+    it('reads the pending counts of the fields asked for, open and sealed with its id, and changes nothing', async () => {
+      const [first, second] = use().replicas;
+      const tally = uniqueKey('tally');
+      expect(await first.tallies.pending(tally, ['a'])).toEqual({ open: {}, sealed: null });
+      await first.tallies.add(tally, 'a', 3);
+      await second.tallies.add(tally, 'b', 2);
+      expect(await second.tallies.pending(tally, ['a', 'b', 'z'])).toEqual({
+        open: { a: 3n, b: 2n },
+        sealed: null,
+      });
+      const claimed = await first.tallies.claim(tally, 'flusher', LONG_CLAIM);
+      await second.tallies.add(tally, 'a', 4);
+      await second.tallies.add(tally, 'c');
+
+      expect(await second.tallies.pending(tally, ['a', 'c', 'z'])).toEqual({
+        open: { a: 4n, c: 1n },
+        sealed: { batchId: claimed!.batchId, counts: { a: 3n } },
+      });
+      // A sealed batch holding none of the fields is not reported; no fields, nothing to read.
+      expect(await first.tallies.pending(tally, ['c'])).toEqual({ open: { c: 1n }, sealed: null });
+      expect(await first.tallies.pending(tally, [])).toEqual({ open: {}, sealed: null });
+      // Reading took nothing: the claimant's retry gets the same batch, the open counts stay.
+      expect(await first.tallies.claim(tally, 'flusher', LONG_CLAIM)).toEqual(claimed);
+
+      expect(await first.tallies.acknowledge(tally, claimed!.batchId)).toBe(true);
+      expect(await second.tallies.pending(tally, ['a', 'b'])).toEqual({ open: { a: 4n }, sealed: null });
+      expect(await drain(first, tally, 'flusher')).toEqual({ a: 4n, c: 1n });
+      expect(await first.tallies.pending(tally, ['a', 'c'])).toEqual({ open: {}, sealed: null });
+      await expect(first.tallies.pending(tally, ['a', ''])).rejects.toThrow(RangeError);
+    });
+
+    it('shows every increment not yet acknowledged exactly once while both replicas add, seal and acknowledge', async () => {
+      const { replicas } = use();
+      const tally = uniqueKey('tally');
+      const fields = ['f0', 'f1', 'f2'];
+      let addsStarted = 0n;
+      let addsDone = 0n;
+      const batchTotals = new Map<string, bigint>();
+      // Acknowledgements started (recorded before the call) and done (recorded after it).
+      const acking = new Set<string>();
+      const acknowledged = new Set<string>();
+      const totalOf = (ids: Iterable<string>, except: string | undefined) =>
+        [...ids].filter((id) => id !== except).reduce((all, id) => all + (batchTotals.get(id) ?? 0n), 0n);
+      let running = true;
+      const flusher = async (store: Store, claimant: string) => {
+        while (running) {
+          const batch = await store.tallies.claim(tally, claimant, { claimTtlMs: 5_000 });
+          if (batch !== null) {
+            batchTotals.set(batch.batchId, sum(batch.counts));
+            acking.add(batch.batchId);
+            if (await store.tallies.acknowledge(tally, batch.batchId)) acknowledged.add(batch.batchId);
+          }
+          await sleep(2);
+        }
+      };
+      let reads = 0;
+      const reader = async (store: Store) => {
+        while (running) {
+          const doneBefore = addsDone;
+          const acknowledgedBefore = new Set(acknowledged);
+          const { open, sealed } = await store.tallies.pending(tally, fields);
+          const ackingAfter = new Set(acking);
+          const seen = sum(open) + (sealed === null ? 0n : sum(sealed.counts));
+          // Nothing counted twice: what is open or sealed is not in a batch acknowledged before the read.
+          expect(seen + totalOf(acknowledgedBefore, sealed?.batchId)).toBeLessThanOrEqual(addsStarted);
+          // Nothing missing: an increment done before the read is open, sealed, or in an acknowledged batch.
+          expect(seen + totalOf(ackingAfter, sealed?.batchId)).toBeGreaterThanOrEqual(doneBefore);
+          reads += 1;
+          await sleep(1);
+        }
+      };
+      const background = [
+        flusher(replicas[0], 'replica-a'),
+        flusher(replicas[1], 'replica-b'),
+        reader(replicas[0]),
+        reader(replicas[1]),
+      ];
+      for (let wave = 0; wave < 10; wave += 1) {
+        await concurrently(replicas, 100, async (store, i) => {
+          addsStarted += 1n;
+          await store.tallies.add(tally, fields[i % fields.length] as string);
+          addsDone += 1n;
+        });
+        await sleep(3);
+      }
+      running = false;
+      await Promise.all(background);
+      expect(reads).toBeGreaterThan(0);
+      const rest = await drain(replicas[0], tally, 'replica-a');
+      expect(totalOf(acknowledged, undefined) + sum(rest)).toBe(1_000n);
+    });
+
     it('refuses increments that are not positive 64-bit integers, and overflow', async () => {
       const [store] = use().replicas;
       const tally = uniqueKey('tally');
