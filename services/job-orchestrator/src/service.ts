@@ -14,6 +14,7 @@ import { ServiceChain } from './chain/service-chain.js';
 import { AnswerRelay } from './completions/answer-relay.js';
 import { CompletionRunner } from './completions/completion-runner.js';
 import { ModelCatalogue } from './completions/model-catalogue.js';
+import { PaymentPaths } from './completions/payment-paths/payment-paths.js';
 import { PerCallSettlement, type PaymentSettlerClient } from './completions/per-call-settlement.js';
 import { LifecyclePublisher } from './events/lifecycle-events.js';
 import {
@@ -208,6 +209,12 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     logger,
   });
   const runner = new CompletionRunner({
+    payments: new PaymentPaths({
+      chain: serviceChain,
+      chainId,
+      perCall: ports.settler ? new PerCallSettlement(ports.settler, config.MAX_FEE_PER_BLOB_GAS) : undefined,
+      lifecycle,
+    }),
     chain: serviceChain,
     chainId,
     catalogue,
@@ -216,7 +223,6 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     workers: linkServer,
     jobs,
     lifecycle,
-    perCall: ports.settler ? new PerCallSettlement(ports.settler, config.MAX_FEE_PER_BLOB_GAS) : undefined,
     enabled: config.COMPLETIONS_ENABLED,
     // A replica that dies leaves its jobs to the keeper this soon.
     runMarkTtlMs: 15_000,

@@ -142,6 +142,14 @@ function only<N extends ProtocolEventName>(tx: ServiceTransaction, name: N): Pro
   return event as ProtocolEventOf<N>;
 }
 
+/** The prompt blob's versioned hash, from a submission's or reassignment's event. */
+export function promptBlobHashOf(tx: ServiceTransaction): string | undefined {
+  const event = tx.events.find(
+    (candidate) => candidate.name === 'JobSubmitted' || candidate.name === 'JobReassigned',
+  );
+  return event && 'promptBlobHash' in event.args ? String(event.args.promptBlobHash) : undefined;
+}
+
 /** The contract error of a refused write, if that is what `error` is. */
 export function revertOf(error: unknown): ContractError | undefined {
   return error instanceof ContractRevertError ? error.revert : undefined;

@@ -1,7 +1,7 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { GenService } from '@bufbuild/protobuf/codegenv2';
 import { getAddress } from 'ethers';
-import { AppError, type AppError as AppErrorType } from '@svc/platform';
+import { AppError, isAppError, type AppError as AppErrorType } from '@svc/platform';
 import type { CallContext, ServiceImpl } from '@svc/proto';
 import { ChatRole } from '@svc/proto/gen/svc/common/v1/chat_pb';
 import type { ApiErrorDetailsSchema } from '@svc/proto/gen/svc/common/v1/error_pb';
@@ -13,12 +13,9 @@ import type {
   RunCompletionResponseSchema,
 } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import type { PromptRole } from '@svc/chain';
-import type {
-  CompletionCall,
-  CompletionEvent,
-  CompletionRunner,
-  ServiceDescription,
-} from './completion-runner.js';
+import type { CompletionEvent, ServiceDescription } from './completion-call.js';
+import type { CompletionRunner } from './completion-runner.js';
+import { invalidRequest } from './payment-paths/request-fields.js';
 import type { ModelCatalogue } from './model-catalogue.js';
 
 type Methods = typeof JobOrchestrator extends GenService<infer S> ? S : never;
@@ -72,85 +69,51 @@ async function* runCompletion(
   request: RunCompletionRequest,
   context: CallContext,
 ): AsyncIterable<RunCompletionEvent> {
-  const refusal = runner
-    ? checkRequest(request)
-    : new AppError('not_configured', {
+  if (!runner) {
+    yield failedEvent(
+      new AppError('not_configured', {
         message: 'This server has no service signer: it runs no completions.',
-      });
-  if (refusal || !runner) {
-    yield failedEvent(refusal!, false);
+      }),
+      false,
+    );
+    return;
+  }
+  const requestId = request.requestId || context.requestId;
+  // The payment path is chosen here, once; the run never asks again which one it is on.
+  const payment = runner.payments.forRequest(request, requestId);
+  if (isAppError(payment)) {
+    yield failedEvent(payment, false);
+    return;
+  }
+  const refusal = checkRequest(request);
+  if (refusal) {
+    yield failedEvent(refusal, false);
     return;
   }
   const events = runner.run(
     {
-      requestId: request.requestId || context.requestId,
+      requestId,
       model: request.model,
       messages: request.messages.map((message) => ({ role: ROLES[message.role]!, content: message.content })),
       ...(request.conversationId ? { conversationId: request.conversationId } : {}),
       stream: request.stream,
-      payment: paymentOf(request.payment),
+      payment,
     },
     context.signal,
   );
   for await (const event of events) yield toResponse(event);
 }
 
-/** What the gateway guarantees, checked again: internal calls do not take the caller's word. */
+/** What the gateway guarantees of the rest of the request, checked again: internal calls do not take the caller's word. */
 function checkRequest(request: RunCompletionRequest): AppErrorType | undefined {
-  const { payment } = request;
-  if (payment.case === 'delegate') {
-    const { wallet, maxFeeWei, reservationId } = payment.value;
-    if (!isAddress(wallet?.hex)) return invalid('payment.wallet is not an address');
-    if (!isWei(maxFeeWei?.decimal)) return invalid('payment.max_fee_wei is not a decimal amount');
-    if (!reservationId) return invalid('payment.reservation_id is empty');
-  } else if (payment.case === 'prepaidDebit') {
-    const { payer, amountWei, paymentReservationId, keyId, spendReservationId } = payment.value;
-    if (!isAddress(payer?.hex)) return invalid('payment.payer is not an address');
-    if (!isWei(amountWei?.decimal)) return invalid('payment.amount_wei is not a decimal amount');
-    if (!paymentReservationId) return invalid('payment.payment_reservation_id is empty');
-    if (Boolean(keyId) !== Boolean(spendReservationId))
-      return invalid('payment.key_id and payment.spend_reservation_id come together');
-  } else {
-    return invalid('a completion needs a payment');
-  }
-  if (request.conversationId.length > 64) return invalid('conversation_id is longer than 64 characters');
-  if (request.messages.length === 0) return invalid('messages is empty');
+  if (request.conversationId.length > 64)
+    return invalidRequest('conversation_id is longer than 64 characters');
+  if (request.messages.length === 0) return invalidRequest('messages is empty');
   if (request.messages.some((message) => ROLES[message.role] === undefined))
-    return invalid('a message has no role');
-  if (request.messages.at(-1)!.role !== ChatRole.USER) return invalid("the last message must be the user's");
+    return invalidRequest('a message has no role');
+  if (request.messages.at(-1)!.role !== ChatRole.USER)
+    return invalidRequest("the last message must be the user's");
   return undefined;
-}
-
-/** The checked request's payment as the runner takes it. */
-function paymentOf(payment: RunCompletionRequest['payment']): CompletionCall['payment'] {
-  if (payment.case === 'delegate')
-    return {
-      kind: 'delegate',
-      wallet: payment.value.wallet!.hex,
-      keyId: payment.value.keyId,
-      reservationId: payment.value.reservationId,
-      maxFee: BigInt(payment.value.maxFeeWei!.decimal),
-    };
-  const value = payment.value!;
-  return {
-    kind: 'prepaid_debit',
-    paymentReservationId: value.paymentReservationId,
-    payer: value.payer!.hex,
-    amount: BigInt(value.amountWei!.decimal),
-    ...(value.keyId ? { keyId: value.keyId, spendReservationId: value.spendReservationId } : {}),
-  };
-}
-
-function isAddress(value: string | undefined): boolean {
-  return value !== undefined && /^0x[0-9a-fA-F]{40}$/.test(value);
-}
-
-function isWei(value: string | undefined): boolean {
-  return value !== undefined && /^\d{1,78}$/.test(value);
-}
-
-function invalid(message: string): AppErrorType {
-  return new AppError('invalid_request', { message });
 }
 
 function toResponse(event: CompletionEvent): RunCompletionEvent {

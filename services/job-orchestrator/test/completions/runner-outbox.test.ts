@@ -12,6 +12,10 @@ import {
   type CompletionEvent,
   type CompletionRunnerOptions,
 } from '../../src/completions/completion-runner.js';
+import {
+  DelegatePath,
+  type DelegatePathDependencies,
+} from '../../src/completions/payment-paths/delegate-path.js';
 import { LIFECYCLE_OUTBOX, LifecyclePublisher } from '../../src/events/lifecycle-events.js';
 import { JobOrchestratorMetrics } from '../../src/observability/job-orchestrator-metrics.js';
 import { stopCompletions } from '../../src/service.js';
@@ -30,6 +34,8 @@ interface Fakes {
   readonly store: MemoryStore;
   readonly lifecycle: LifecyclePublisher;
   readonly runner: CompletionRunner;
+  /** A delegate-path call under `reservationId`, on the runner's fakes. */
+  readonly call: (reservationId: string, maxFeeWei?: bigint) => CompletionCall;
 }
 
 function runnerWith(
@@ -88,23 +94,26 @@ function runnerWith(
       forget: async () => undefined,
     },
     lifecycle,
-    perCall: undefined,
     enabled: true,
     runMarkTtlMs: 60_000,
     metrics: new JobOrchestratorMetrics(),
     logger,
   };
   const runner = new CompletionRunner(fakes as unknown as CompletionRunnerOptions);
-  return { store, lifecycle, runner };
+  const deps = fakes as unknown as DelegatePathDependencies;
+  const call = (reservationId: string, maxFeeWei = 10n): CompletionCall => {
+    const requestId = `req-${reservationId}`;
+    const terms = { wallet: WALLET, keyId: 'key-1', reservationId, maxFeeWei };
+    return {
+      requestId,
+      model: MODEL,
+      messages: [{ role: 'user', content: 'hello' }],
+      stream: false,
+      payment: new DelegatePath(deps, terms, { requestId, model: MODEL }),
+    };
+  };
+  return { store, lifecycle, runner, call };
 }
-
-const call = (reservationId: string, maxFee = 10n): CompletionCall => ({
-  requestId: `req-${reservationId}`,
-  model: MODEL,
-  messages: [{ role: 'user', content: 'hello' }],
-  stream: false,
-  payment: { kind: 'delegate', wallet: WALLET, keyId: 'key-1', reservationId, maxFee },
-});
 
 async function collect(events: AsyncIterable<CompletionEvent>): Promise<CompletionEvent[]> {
   const seen: CompletionEvent[] = [];
@@ -119,7 +128,7 @@ async function outboxKinds(store: MemoryStore): Promise<string[]> {
 
 describe('the completion path and the lifecycle outbox', () => {
   it('records nothing for a call refused before its REQUESTED (no worker, a full outbox)', async () => {
-    const { store, runner } = runnerWith({ workers: ['another-model'] });
+    const { store, runner, call } = runnerWith({ workers: ['another-model'] });
     for (let i = 0; i < 5; i++) {
       const [failed] = await collect(runner.run(call(`r${i}`), new AbortController().signal));
       expect(failed).toMatchObject({
@@ -133,7 +142,7 @@ describe('the completion path and the lifecycle outbox', () => {
     const full = runnerWith({ maxEvents: 1 });
     await full.store.queues.push(LIFECYCLE_OUTBOX, new Uint8Array([1]));
     for (let i = 0; i < 5; i++) {
-      const [failed] = await collect(full.runner.run(call(`r${i}`), new AbortController().signal));
+      const [failed] = await collect(full.runner.run(full.call(`r${i}`), new AbortController().signal));
       expect(failed).toMatchObject({ case: 'failed', jobSubmitted: false, error: { code: 'job_failed' } });
     }
     // A retry loop against a full outbox does not grow it.
@@ -141,7 +150,7 @@ describe('the completion path and the lifecycle outbox', () => {
   });
 
   it('still records FAILED for a call refused after its REQUESTED', async () => {
-    const { store, runner } = runnerWith();
+    const { store, runner, call } = runnerWith();
     // The fee (5 wei) rose above the call's maximum while it was prepared: refused after REQUESTED.
     const [failed] = await collect(runner.run(call('r1', 1n), new AbortController().signal));
     expect(failed).toMatchObject({ case: 'failed', jobSubmitted: false, error: { code: 'job_failed' } });
@@ -157,7 +166,7 @@ describe('the completion path and the lifecycle outbox', () => {
       pushes += 1;
       return Promise.reject(new StoreUnavailableError('queues.push', new Error('down')));
     };
-    const { runner } = runnerWith({ store });
+    const { runner, call } = runnerWith({ store });
     const events = await collect(runner.run(call('r1'), new AbortController().signal));
     expect(events).toEqual([
       { case: 'failed', jobSubmitted: false, error: expect.objectContaining({ code: 'job_failed' }) },
@@ -180,7 +189,7 @@ describe('the completion path and the lifecycle outbox', () => {
         ? Promise.reject(new StoreUnavailableError('queues.push', new Error('down')))
         : push(...args);
     };
-    const { runner, lifecycle } = runnerWith({ store });
+    const { runner, lifecycle, call } = runnerWith({ store });
     const ended = collect(runner.run(call('r1'), new AbortController().signal));
     expect(await waitAtMost(ended, 1_000)).toBe(true);
     expect((await ended).map((event) => event.case)).toEqual(['started', 'completed']);

@@ -1,0 +1,99 @@
+import { AppError, type Logger } from '@svc/platform';
+import {
+  JobLifecycleKind,
+  type CallIdentity,
+  type LifecyclePublisher,
+  type LifecycleStep,
+} from '../events/lifecycle-events.js';
+import type { CompletionEvent, ServiceDescription } from './completion-call.js';
+
+/**
+ * What one call tells its caller, and the lifecycle event that goes with how it ended: `started` once,
+ * before the first delta (a whole answer gets it with its text), deltas as they come when the call
+ * streams, and the divergence rules of docs/protocol.md when the final answer arrives.
+ */
+export class CallStream {
+  #started = false;
+  #sentText = '';
+
+  constructor(
+    private readonly emit: (event: CompletionEvent) => void,
+    private readonly options: {
+      readonly stream: boolean;
+      readonly identity: CallIdentity;
+      readonly lifecycle: Pick<LifecyclePublisher, 'publish'>;
+      readonly logger: Logger;
+    },
+  ) {}
+
+  /** Whether anything reached the caller: a failed job is then not retried (the text would change). */
+  get started(): boolean {
+    return this.#started;
+  }
+
+  delta(service: ServiceDescription, fee: bigint, text: string): void {
+    if (!this.options.stream || text.length === 0) return;
+    this.#start(service, fee);
+    this.#sentText += text;
+    this.emit({ case: 'delta', text });
+  }
+
+  retrying(jobId: bigint, failedAttempt: number): void {
+    this.emit({ case: 'retrying', jobId, failedAttempt, reasonCode: 'job_failed' });
+  }
+
+  /** The committed answer: its unsent tail and `completed`, or `stream_diverged` when it does not extend the sent text. */
+  deliver(text: string, service: ServiceDescription, fee: bigint, attempt: number): void {
+    const { jobId, sessionId, worker } = service;
+    if (!text.startsWith(this.#sentText)) {
+      const error = new AppError('stream_diverged');
+      this.emit({ case: 'failed', error, jobSubmitted: true });
+      this.recordAfterEnd(JobLifecycleKind.DIVERGED, { jobId, attempt, failureCode: error.code, sessionId });
+      return;
+    }
+    const tail = text.slice(this.#sentText.length);
+    this.#start(service, fee);
+    if (this.options.stream && tail.length > 0) this.emit({ case: 'delta', text: tail });
+    this.emit({ case: 'completed', text, service, charged: fee });
+    this.recordAfterEnd(JobLifecycleKind.ANSWERED, { jobId, attempt, feeWei: fee, sessionId, worker });
+  }
+
+  /** The call ends with its job on chain, unanswered. */
+  fail(error: AppError, service: ServiceDescription): void {
+    this.emit({ case: 'failed', error, jobSubmitted: true });
+    this.recordAfterEnd(JobLifecycleKind.FAILED, {
+      jobId: service.jobId,
+      sessionId: service.sessionId,
+      failureCode: error.code,
+    });
+  }
+
+  /** The call ends without a job, or without knowing whether its job landed. */
+  failWithout(error: AppError, jobSubmitted: boolean): void {
+    this.emit({ case: 'failed', error, jobSubmitted });
+  }
+
+  /**
+   * Records the event that goes with the call's end, without waiting for it: the caller has its answer
+   * and its stream must not stay open while the store is down. The publisher records it after the call's
+   * earlier events and keeps trying until stopped (which waits for it, or logs it in full). Events that
+   * must be recorded before the run goes on (REFUNDED before the job is forgotten) are still awaited.
+   */
+  recordAfterEnd(kind: JobLifecycleKind, step: LifecycleStep): void {
+    const { lifecycle, identity, logger } = this.options;
+    lifecycle
+      .publish(identity, kind, step)
+      .catch((error: unknown) =>
+        logger.error(
+          { err: error, kind: JobLifecycleKind[kind], reservationId: identity.reservationId },
+          'job lifecycle event not recorded',
+        ),
+      );
+  }
+
+  #start(service: ServiceDescription, fee: bigint): void {
+    if (this.#started) return;
+    this.#started = true;
+    this.emit({ case: 'started', service, fee });
+  }
+}

@@ -1,0 +1,110 @@
+import { AppError } from '@svc/platform';
+import type { DelegatePayment } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
+import {
+  revertOf,
+  promptBlobHashOf,
+  delegatePathErrorOf,
+  type ServiceChain,
+} from '../../chain/service-chain.js';
+import type { CallIdentity } from '../../events/lifecycle-events.js';
+import type { ConfiguredModel } from '../model-catalogue.js';
+import { delegatePaymentRefusal, delegateRefusalOf } from './delegate-refusal.js';
+import { NotSubmitted, type PaymentPath, type Submission } from './payment-path.js';
+import { invalidRequest, isAddress, isWei } from './request-fields.js';
+
+/** Reverts that say a pooled session cannot take a job: another session is tried. */
+const STALE_SESSION_REVERTS = new Set(['SessionStateInvalid', 'WorkerNotActive', 'NotSessionWorker']);
+
+export interface DelegatePathDependencies {
+  readonly chain: Pick<ServiceChain, 'reads' | 'principal' | 'jobRegistry' | 'submitJobFor'>;
+  readonly chainId: bigint;
+}
+
+/** The request's delegate payment, as the gateway reserved it against the key's spend cap. */
+export interface DelegatePaymentTerms {
+  readonly wallet: string;
+  readonly keyId: string;
+  /** The key's spend reservation for the call. */
+  readonly reservationId: string;
+  readonly maxFeeWei: bigint;
+}
+
+/**
+ * An API-key call paid from the key's wallet by the service's delegate (`submitJobFor`): the wallet
+ * authorized the service's signer, and its prepaid balance and the signer's allowance cover the fee. The
+ * job runs in the wallet's own sessions.
+ */
+export class DelegatePath implements PaymentPath {
+  readonly identity: CallIdentity;
+
+  constructor(
+    private readonly deps: DelegatePathDependencies,
+    private readonly terms: DelegatePaymentTerms,
+    call: { readonly requestId: string; readonly model: string },
+  ) {
+    this.identity = {
+      reservationId: terms.reservationId,
+      requestId: call.requestId,
+      paymentPath: 'delegate',
+      payer: terms.wallet,
+      keyId: terms.keyId,
+      model: call.model,
+    };
+  }
+
+  /** The request's terms, checked again (internal calls do not take the caller's word), or why not. */
+  static termsOf(payment: DelegatePayment): DelegatePaymentTerms | AppError {
+    const { wallet, maxFeeWei, reservationId, keyId } = payment;
+    if (!isAddress(wallet?.hex)) return invalidRequest('payment.wallet is not an address');
+    if (!isWei(maxFeeWei?.decimal)) return invalidRequest('payment.max_fee_wei is not a decimal amount');
+    if (!reservationId) return invalidRequest('payment.reservation_id is empty');
+    return { wallet: wallet.hex, keyId, reservationId, maxFeeWei: BigInt(maxFeeWei.decimal) };
+  }
+
+  get sessionOwner(): string {
+    return this.terms.wallet;
+  }
+
+  async checkPayable(model: ConfiguredModel): Promise<void> {
+    const { chain, chainId } = this.deps;
+    const { wallet, maxFeeWei } = this.terms;
+    const position = await chain.reads.delegatePosition(wallet, chain.principal);
+    const refusal = delegateRefusalOf(position, model.fee);
+    if (refusal) {
+      const context = {
+        chainId,
+        jobRegistry: chain.jobRegistry,
+        delegate: chain.principal,
+        chain: chain.reads,
+      };
+      throw delegatePaymentRefusal(refusal, context, wallet, position, model.fee);
+    }
+    if (maxFeeWei < model.fee)
+      throw new AppError('job_failed', {
+        message: `The fee of ${model.name} rose to ${model.fee} wei while the call was prepared; send it again.`,
+      });
+  }
+
+  async submit(sessionId: bigint, promptWire: Uint8Array): Promise<Submission> {
+    const { wallet, maxFeeWei } = this.terms;
+    try {
+      const { jobId, fee, tx } = await this.deps.chain.submitJobFor(wallet, sessionId, maxFeeWei, promptWire);
+      return { jobId, fee, hash: tx.hash, blockNumber: tx.blockNumber, promptBlobHash: promptBlobHashOf(tx) };
+    } catch (error) {
+      if (STALE_SESSION_REVERTS.has(revertOf(error)?.name ?? '')) return 'session_unusable';
+      const known = delegatePathErrorOf(error);
+      if (known) throw new NotSubmitted(known);
+      // A simulation refused it: nothing was signed.
+      if (revertOf(error)) throw new NotSubmitted(new AppError('job_failed', { cause: error }));
+      throw error;
+    }
+  }
+
+  mayHaveSubmitted(): boolean {
+    return true;
+  }
+
+  answerTxHash(_submission: string, reassignment: string): string {
+    return reassignment;
+  }
+}

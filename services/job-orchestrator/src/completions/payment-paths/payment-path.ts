@@ -1,0 +1,66 @@
+import { ContractRevertError } from '@svc/chain';
+import { AppError, isAppError } from '@svc/platform';
+import { delegatePathErrorOf } from '../../chain/service-chain.js';
+import type { CallIdentity } from '../../events/lifecycle-events.js';
+import type { ConfiguredModel } from '../model-catalogue.js';
+
+/** A job on chain: the transaction that submitted it (its first attempt), and the fee in escrow. */
+export interface SubmittedJob {
+  readonly jobId: bigint;
+  readonly fee: bigint;
+  readonly hash: string;
+  readonly blockNumber: number;
+  readonly promptBlobHash: string | undefined;
+}
+
+/** A submission's result: the job, or 'session_unusable' when the session cannot take one (try another). */
+export type Submission = SubmittedJob | 'session_unusable';
+
+/**
+ * One way a completion is paid (docs/architecture.md, A call's life): what it checks before submitting,
+ * how it submits the job, and what a fault means for the payment. Chosen once, where the gRPC request is
+ * read (`PaymentPaths`); the rest of the run never asks which path it is on.
+ */
+export interface PaymentPath {
+  /** What every lifecycle event of the call repeats: who pays, for which key, under which reservation. */
+  readonly identity: CallIdentity;
+  /** Whose sessions the job runs in. */
+  readonly sessionOwner: string;
+  /** Refuses (throws an AppError) a call this path cannot pay, before anything is spent. */
+  checkPayable(model: ConfiguredModel): Promise<void>;
+  /**
+   * Submits the job in the session. Throws `NotSubmitted` for a refusal (nothing landed) and
+   * `SubmissionUnknown` when the job may have landed unheard.
+   */
+  submit(sessionId: bigint, promptWire: Uint8Array): Promise<Submission>;
+  /** Whether a run failing unexpectedly now may have left a job on chain (the payment must then stay held). */
+  mayHaveSubmitted(): boolean;
+  /** The `tx_hash` an answer names after a reassignment: the reassignment, or what took the payment. */
+  answerTxHash(submission: string, reassignment: string): string;
+}
+
+/** Ends a run before anything was submitted: the payment is free again. */
+export class NotSubmitted extends Error {
+  constructor(readonly error: AppError) {
+    super(error.message);
+  }
+}
+
+/** Ends a run whose submission's outcome cannot be known (the settler was not heard): the job may exist. */
+export class SubmissionUnknown extends Error {
+  constructor(readonly error: AppError) {
+    super(error.message);
+  }
+}
+
+/** Runs a pre-submission step; its AppError (or a refused write) ends the call as not submitted. */
+export async function refuseUnless<T>(step: () => Promise<T>): Promise<T> {
+  try {
+    return await step();
+  } catch (error) {
+    if (isAppError(error)) throw new NotSubmitted(error);
+    if (error instanceof ContractRevertError)
+      throw new NotSubmitted(delegatePathErrorOf(error) ?? new AppError('job_failed', { cause: error }));
+    throw error;
+  }
+}
