@@ -19,6 +19,8 @@ export interface PerCallPathDependencies {
   readonly lifecycle: Pick<LifecyclePublisher, 'publish'>;
   /** The service's principal: the owner of the sessions per-call jobs run in (the payments' `payTo`). */
   readonly principal: string;
+  /** Waits before asking the settler again about a settlement whose outcome it could not tell. */
+  readonly settlementRechecksMs?: readonly number[];
 }
 
 /** The request's verified x402 payment, as the payment-settler holds its nonce. */
@@ -94,7 +96,7 @@ export class PerCallPath implements PaymentPath {
     let outcome = await perCall.settle(settling);
     // An unknown outcome may be a settlement that landed unheard: asked again with the same session and
     // prompt, the settler finds it (or a send still under way ends), and the job is served after all.
-    for (const waitMs of SETTLEMENT_RECHECKS_MS) {
+    for (const waitMs of this.deps.settlementRechecksMs ?? SETTLEMENT_RECHECKS_MS) {
       if (!('unknown' in outcome)) break;
       await sleep(waitMs);
       outcome = await perCall.settle(settling);
