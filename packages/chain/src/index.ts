@@ -85,6 +85,7 @@ export {
   type ChainEndpoint,
 } from './contracts/chain-client.js';
 export type { Job, Session } from './contracts/records.js';
+export { chainTimeAfter, chainTimeNow } from './contracts/chain-time.js';
 export {
   decodeProtocolLog,
   protocolEventTopics,

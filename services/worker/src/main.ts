@@ -2,4 +2,4 @@ import { runMain } from '@svc/runtime';
 import { workerModule } from './module.js';
 
 // One reference worker, as a container runs it (the same as `svc-server --target worker`).
-await runMain({ name: 'worker', modules: [workerModule] });
+await runMain(workerModule);

@@ -32,7 +32,11 @@ export const workerModule = defineModule({
   peers: { ORCHESTRATOR_LINK: { target: 'job-orchestrator', listener: 'worker-link' } },
   build(config, { chain, logger, stateDir }): WorkerInstance {
     const dataDir = config.DATA_DIR ?? join(stateDir, 'worker');
-    let provider: JsonRpcProvider | undefined;
+    // Nothing here reaches the network or the disk: the provider, blob source and model backend connect
+    // on their first call. The key (a file in its keystore) is read in start.
+    const provider = chainProvider(chain, config);
+    const blobSource = openBlobSource(config, chain, provider);
+    const model = buildModelBackend(config);
     let worker: RunningWorker | undefined;
     let health: HealthServer | undefined;
     let healthUrl: string | undefined;
@@ -43,10 +47,9 @@ export const workerModule = defineModule({
         await Promise.race([worker.drain(), sleep(config.DRAIN_TIMEOUT, undefined, { ref: false })]);
       await health?.close();
       await worker?.stop();
-      provider?.destroy();
+      provider.destroy();
       worker = undefined;
       health = undefined;
-      provider = undefined;
     }
 
     return {
@@ -59,7 +62,6 @@ export const workerModule = defineModule({
       // A failed start is undone by the runner, which calls stop (safe at any point of start).
       async start() {
         const wallet = await workerWallet(config, dataDir, logger);
-        provider = chainProvider(chain, config);
         const running = await startWorker({
           settings: workerSettings(config, dataDir),
           provider,
@@ -67,8 +69,8 @@ export const workerModule = defineModule({
           password: config.KEYSTORE_PASSWORD,
           jobRegistryAddress: chain.contracts.jobRegistry,
           workerRegistryAddress: chain.contracts.workerRegistry,
-          blobSource: openBlobSource(config, chain, provider),
-          model: buildModelBackend(config),
+          blobSource,
+          model,
           ...(config.ORCHESTRATOR_LINK
             ? {
                 link: {

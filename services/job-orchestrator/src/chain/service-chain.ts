@@ -3,6 +3,7 @@ import {
   BlobFeeTooHighError,
   ContractRevertError,
   blobSidecarOf,
+  chainTimeNow,
   decodeProtocolLog,
   type BlobSidecar,
   type ChainClient,
@@ -97,14 +98,9 @@ export class ServiceChain {
     return this.#send('disputeMismatch', [jobId, attempt, ciphertext, signature]);
   }
 
-  /**
-   * The chain's clock: the latest block's timestamp, or the wall clock when that is later. A chain that
-   * mines only on demand (anvil's automine) stamps its next block with the wall clock, so deadlines judged
-   * against the last block alone would never pass while it is idle.
-   */
-  async now(): Promise<number> {
-    const block = await this.reads.provider.getBlock('latest');
-    return Math.max(block?.timestamp ?? 0, Math.floor(Date.now() / 1000));
+  /** The chain's clock as the next transaction will see it (`chainTimeNow`). */
+  now(): Promise<number> {
+    return chainTimeNow(this.reads.provider);
   }
 
   async #send(

@@ -1,5 +1,5 @@
 import { recoverAddress, TypedDataEncoder } from 'ethers';
-import type { ChainClient } from '@svc/chain';
+import { chainTimeAfter, type ChainClient } from '@svc/chain';
 import { DEBIT_AUTHORIZATION_TYPES, debitDomain } from '@svc/contracts';
 import { AppError, type PaymentRefusalCode } from '@svc/platform';
 import {
@@ -124,8 +124,7 @@ export class PaymentVerifier {
       this.chain.prepaidBalanceOf(authorization.payer),
     ]);
     const fee = BigInt(current.amount);
-    // The chain's clock, or the wall clock when later: a chain that mines on demand stamps its next block so.
-    const now = Math.max(latest?.timestamp ?? 0, Math.floor(Date.now() / 1000));
+    const now = chainTimeAfter(latest);
     if (BigInt(authorization.deadline) < BigInt(now))
       return failure(
         'invalid_prepaid_debit_payload_expired',

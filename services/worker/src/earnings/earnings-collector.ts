@@ -1,6 +1,5 @@
-import { ContractRevertError, JobState, type ChainClient } from '@svc/chain';
+import { chainTimeNow, ContractRevertError, JobState, type ChainClient } from '@svc/chain';
 import type { Logger } from '@svc/platform';
-import { latestBlockTimestamp } from '../chain/chain-time.js';
 import type { WorkerTransactions } from '../chain/worker-transactions.js';
 import { readFileIfExists, writeFileDurably } from '../storage/durable-file.js';
 
@@ -69,7 +68,7 @@ export class EarningsCollector {
   /** Releases every ripe job and withdraws earnings past the threshold. */
   async collect(): Promise<CollectionReport> {
     const { chain, transactions, worker, logger } = this.#options;
-    const [now, parameters] = await Promise.all([latestBlockTimestamp(chain.provider), chain.parameters()]);
+    const [now, parameters] = await Promise.all([chainTimeNow(chain.provider), chain.parameters()]);
     const ripe: bigint[] = [];
     for (const jobId of this.#unreleased) {
       const job = await chain.getJob(jobId);

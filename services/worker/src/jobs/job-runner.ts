@@ -1,5 +1,6 @@
 import {
   AnswerFrameKind,
+  chainTimeNow,
   ContractRevertError,
   JobState,
   encryptAnswerFrame,
@@ -12,7 +13,6 @@ import {
 import type { Logger } from '@svc/platform';
 import { keccak256, toUtf8Bytes } from 'ethers';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { latestBlockTimestamp } from '../chain/chain-time.js';
 import type { WorkerTransactions } from '../chain/worker-transactions.js';
 import type { ModelBackend } from '../model/model-backend.js';
 import type { SessionKeyVault } from '../sessions/session-key-vault.js';
@@ -119,7 +119,7 @@ export class JobRunner {
   /** Commits a saved final answer unless that can only revert; true once the chain holds it. */
   async commit(answer: SignedFinalAnswer): Promise<JobOutcome> {
     const { chain, transactions, journal } = this.#options;
-    const now = await latestBlockTimestamp(chain.provider);
+    const now = await chainTimeNow(chain.provider);
     // The next block is at least a second later, and `completeJob` reverts past the deadline.
     if (now + 1 > answer.deadline) {
       const job = await chain.getJob(answer.jobId);
@@ -151,7 +151,7 @@ export class JobRunner {
 
   async #serve(job: Job, assignment: JobAssignment, signal: AbortSignal): Promise<SignedFinalAnswer> {
     const { chain, guards } = this.#options;
-    const now = await latestBlockTimestamp(chain.provider);
+    const now = await chainTimeNow(chain.provider);
     const secondsLeft = job.deadline - now;
     if (secondsLeft < guards.minRunSeconds) {
       throw new JobRefusedError('deadline_too_close', `only ${secondsLeft} s left before the deadline`);

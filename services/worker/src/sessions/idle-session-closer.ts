@@ -1,6 +1,5 @@
-import { SessionState, type ChainClient } from '@svc/chain';
+import { chainTimeNow, SessionState, type ChainClient } from '@svc/chain';
 import { sleepUnlessAborted, type Logger } from '@svc/platform';
-import { latestBlockTimestamp } from '../chain/chain-time.js';
 import type { WorkerTransactions } from '../chain/worker-transactions.js';
 import type { SessionClaimer } from './session-claimer.js';
 
@@ -43,7 +42,7 @@ export class IdleSessionCloser {
   async sweep(): Promise<bigint[]> {
     const { chain, transactions, claimer, inUse, logger } = this.#options;
     const { inactivityTimeoutSeconds } = await chain.parameters();
-    const now = await latestBlockTimestamp(chain.provider);
+    const now = await chainTimeNow(chain.provider);
     const freed: bigint[] = [];
     for (const sessionId of claimer.heldSessionIds) {
       if (inUse(sessionId)) continue;

@@ -1,6 +1,11 @@
-import { ContractRevertError, SessionKeyPair, SessionState, type ChainClient } from '@svc/chain';
+import {
+  chainTimeNow,
+  ContractRevertError,
+  SessionKeyPair,
+  SessionState,
+  type ChainClient,
+} from '@svc/chain';
 import type { Logger } from '@svc/platform';
-import { latestBlockTimestamp } from '../chain/chain-time.js';
 import type { WorkerTransactions } from '../chain/worker-transactions.js';
 import type { SessionKeyVault } from './session-key-vault.js';
 
@@ -111,7 +116,7 @@ export class SessionClaimer {
       return 'not-claimable';
     }
     if (!this.#modelIds.has(session.modelId.toLowerCase())) return 'model-not-served';
-    const now = await latestBlockTimestamp(chain.provider);
+    const now = await chainTimeNow(chain.provider);
     if (now + this.#options.claimMarginSeconds > session.claimDeadline) return 'claim-window-closing';
 
     const keyPair = SessionKeyPair.generate();
