@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Makes sure the PostgreSQL and Redis the tests use are up on this machine: starts them when installed
-# but stopped, installs them from Debian's packages when missing; and that Debian's Chromium is there for
-# the browser tests. Idempotent; safe to run every time.
+# Makes sure the PostgreSQL, Redis and Kafka the tests use are up on this machine: starts them when
+# installed but stopped, installs them when missing (PostgreSQL and Redis from Debian's packages, Kafka
+# from Maven Central); and that Debian's Chromium is there for the browser tests. Idempotent; safe to run
+# every time.
 set -euo pipefail
+script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 pg_up() { (echo > /dev/tcp/127.0.0.1/5432) 2>/dev/null; }
 redis_up() { [ "$(redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null)" = "PONG" ]; }
@@ -51,4 +53,142 @@ echo "PostgreSQL and Redis are up"
 if [ ! -x /usr/bin/chromium ]; then
   echo "installing Chromium for the browser tests"
   apt_install chromium
+fi
+
+# Kafka: a single-node KRaft broker (broker and controller in one JVM) on 127.0.0.1:9092, its controller
+# on 127.0.0.1:9093. Neither npm nor Debian has a broker, so Apache Kafka's own jars come from Maven
+# Central (scripts/kafka/pom.xml pins the version). Jars, configuration, data and logs live outside the
+# checkout, in ${XDG_CACHE_HOME:-~/.cache}/svc/kafka/<version> (SVC_KAFKA_HOME overrides it); the log is
+# logs/server.log there. KAFKA_HEAP_OPTS overrides the heap.
+kafka_up() { (echo > /dev/tcp/127.0.0.1/9092) 2>/dev/null; }
+kafka_pid_of() { # the pid in the pid file, if that process is still our broker
+  local pid
+  pid=$(cat "$1/broker.pid" 2>/dev/null) || return 1
+  tr '\0' ' ' 2> /dev/null < "/proc/$pid/cmdline" | grep -q "kafka.Kafka $1/server.properties" && echo "$pid"
+}
+
+ensure_kafka() {
+  local spec=$script_dir/kafka version home pid
+  version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$spec/pom.xml")
+  home=${SVC_KAFKA_HOME:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/svc/kafka/$version}
+  mkdir -p "$home/logs"
+  # One start at a time (two runs of this script at once); the broker itself must not inherit the lock.
+  exec 9> "$home/.lock"
+  flock 9
+  if kafka_up; then exec 9>&-; return 0; fi
+
+  if ! command -v java > /dev/null || ! command -v mvn > /dev/null; then
+    echo "installing Java and Maven for the Kafka broker"
+    apt_install maven default-jre-headless
+  fi
+  local java_version
+  java_version=$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')
+  if [ "${java_version%%.*}" -lt 17 ]; then
+    echo "Kafka $version needs Java 17 or later, and java here is $java_version" >&2
+    return 1
+  fi
+
+  # A broker of ours still starting (or hung): give it its chance first, then replace it.
+  if pid=$(kafka_pid_of "$home"); then
+    echo "waiting for the Kafka broker already starting (pid $pid)"
+    if wait_for_kafka "$home" "$pid"; then exec 9>&-; return 0; fi
+    stop_kafka "$pid"
+  fi
+
+  # The jars, fetched again only when the pom changes.
+  local stamp
+  stamp=$(sha256sum < "$spec/pom.xml" | cut -c1-16)
+  if [ "$(cat "$home/libs/.pom" 2>/dev/null)" != "$stamp" ]; then
+    echo "fetching Kafka $version from Maven Central into $home/libs"
+    rm -rf "$home/libs" "$home/libs.partial"
+    mvn -B -Dstyle.color=never -f "$spec/pom.xml" dependency:copy-dependencies \
+      -DoutputDirectory="$home/libs.partial" > "$home/logs/fetch.log" 2>&1 ||
+      { tail -n 40 "$home/logs/fetch.log" >&2; echo "fetching Kafka failed: $home/logs/fetch.log" >&2; return 1; }
+    echo "$stamp" > "$home/libs.partial/.pom"
+    mv "$home/libs.partial" "$home/libs"
+  fi
+
+  # The storage is formatted for one configuration: a new or changed one starts from empty storage
+  # (test data only), under a fresh cluster id.
+  { cat "$spec/server.properties"; echo "log.dirs=$home/data"; } > "$home/server.properties.next"
+  cp "$spec/log4j2.properties" "$home/log4j2.properties"
+  if ! cmp -s "$home/server.properties.next" "$home/server.properties" || [ ! -f "$home/data/meta.properties" ]; then
+    echo "formatting the Kafka storage in $home/data"
+    rm -rf "$home/data"
+    mv "$home/server.properties.next" "$home/server.properties"
+    local cluster_id
+    cluster_id=$(java -cp "$home/libs/*" kafka.tools.StorageTool random-uuid)
+    java -Dlog4j2.configurationFile="$home/log4j2.properties" -Dkafka.logs.dir="$home/logs/tools" \
+      -cp "$home/libs/*" kafka.tools.StorageTool format --cluster-id "$cluster_id" \
+      --config "$home/server.properties" > "$home/logs/format.log" 2>&1 ||
+      { cat "$home/logs/format.log" >&2; return 1; }
+  fi
+  rm -f "$home/server.properties.next"
+
+  echo "starting Kafka $version on 127.0.0.1:9092 (log: $home/logs/server.log)"
+  # In a session of its own, so it outlives this script and its terminal; it writes its own pid (setsid
+  # may fork, so $! need not be the broker).
+  rm -f "$home/broker.pid"
+  # shellcheck disable=SC2016,SC2086 # $$ is the broker's shell; KAFKA_HEAP_OPTS holds several options
+  setsid bash -c 'echo $$ > "$0/broker.pid"; exec "$@"' "$home" \
+    java ${KAFKA_HEAP_OPTS:--Xms256m -Xmx512m} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+    -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -XX:+ExitOnOutOfMemoryError \
+    -Djava.awt.headless=true -Dlog4j2.configurationFile="$home/log4j2.properties" \
+    -Dkafka.logs.dir="$home/logs" -cp "$home/libs/*" kafka.Kafka "$home/server.properties" \
+    > "$home/logs/stdout.log" 2>&1 < /dev/null 9>&- &
+  exec 9>&-
+  for _ in $(seq 1 50); do [ -s "$home/broker.pid" ] && break; sleep 0.1; done
+  pid=$(cat "$home/broker.pid" 2> /dev/null) || { kafka_failed "$home" "the Kafka broker did not start"; return 1; }
+  if ! wait_for_kafka "$home" "$pid"; then
+    stop_kafka "$pid"
+    return 1
+  fi
+  echo "Kafka is up on 127.0.0.1:9092"
+}
+
+# Until the port answers and a client's request (a broker config lookup) is served.
+wait_for_kafka() {
+  local home=$1 pid=$2 deadline=$((SECONDS + 120))
+  while :; do
+    if ! kill -0 "$pid" 2> /dev/null; then
+      kafka_failed "$home" "the Kafka broker (pid $pid) exited"
+      return 1
+    fi
+    if kafka_up && timeout 30 java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx128m \
+      -Dlog4j2.configurationFile="$home/log4j2.properties" -Dkafka.logs.dir="$home/logs/tools" \
+      -cp "$home/libs/*" kafka.admin.ConfigCommand --bootstrap-server 127.0.0.1:9092 \
+      --describe --entity-type brokers --entity-name 1 > "$home/logs/check.log" 2>&1; then
+      return 0
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      kafka_failed "$home" "the Kafka broker (pid $pid) did not serve requests on 127.0.0.1:9092 within 120 s"
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+kafka_failed() {
+  local home=$1
+  {
+    echo "$2. The end of its log, $home/logs/server.log:"
+    tail -n 40 "$home/logs/server.log" 2> /dev/null || true
+    if [ -s "$home/logs/stdout.log" ]; then
+      echo "Its standard output and error, $home/logs/stdout.log:"
+      tail -n 20 "$home/logs/stdout.log"
+    fi
+  } >&2
+}
+
+stop_kafka() {
+  local pid=$1
+  kill "$pid" 2> /dev/null || return 0
+  for _ in $(seq 1 40); do kill -0 "$pid" 2> /dev/null || return 0; sleep 0.5; done
+  kill -9 "$pid" 2> /dev/null || true
+}
+
+if kafka_up; then
+  echo "Kafka is up on 127.0.0.1:9092"
+else
+  ensure_kafka
 fi

@@ -177,6 +177,14 @@ export class FakeAdmin {
     { partitions: number; replicationFactor: number; configs: Record<string, string> }
   >();
   describeConfigsFails = false;
+  /** Errors the next calls throw, one per call, as a broker answers while it settles. */
+  readonly failures: Record<'fetchOffsets' | 'fetchTopicOffsets' | 'setOffsets', Error[]> = {
+    fetchOffsets: [],
+    fetchTopicOffsets: [],
+    setOffsets: [],
+  };
+  fetchOffsetsCalls = 0;
+  fetchTopicMetadataCalls = 0;
   disconnects = 0;
 
   async connect(): Promise<void> {}
@@ -198,6 +206,9 @@ export class FakeAdmin {
   }
 
   async fetchOffsets({ groupId, topics }: { groupId: string; topics: string[] }) {
+    this.fetchOffsetsCalls += 1;
+    const failure = this.failures.fetchOffsets.shift();
+    if (failure) throw failure;
     const offsets = this.committed.get(groupId) ?? this.highWatermarks.map(() => '-1');
     return topics.map((topic) => ({
       topic,
@@ -206,10 +217,13 @@ export class FakeAdmin {
   }
 
   async fetchTopicOffsets(_topic: string) {
+    const failure = this.failures.fetchTopicOffsets.shift();
+    if (failure) throw failure;
     return this.highWatermarks.map((offset, partition) => ({ partition, offset, high: offset, low: '0' }));
   }
 
   async fetchTopicMetadata({ topics }: { topics: string[] }) {
+    this.fetchTopicMetadataCalls += 1;
     return {
       topics: topics.map((name) => {
         const layout = this.layouts.get(name) ?? { partitions: 1, replicationFactor: 1, configs: {} };
@@ -252,6 +266,8 @@ export class FakeAdmin {
   }
 
   async setOffsets(call: { groupId: string; topic: string; partitions: SeekEntry[] }): Promise<void> {
+    const failure = this.failures.setOffsets.shift();
+    if (failure) throw failure;
     this.setOffsetsCalls.push(call);
   }
 }

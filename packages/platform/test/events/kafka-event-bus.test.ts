@@ -12,10 +12,10 @@ import {
 import { capturingLogger, consumedRecord, FakeKafka, type LogLine } from './fake-kafka.js';
 import { deferred, readSample, sampleEvent, sampleTopic } from './fixtures.js';
 
-const { KafkaJSError, Partitioners } = kafkajs;
+const { KafkaJSError, KafkaJSNonRetriableError, KafkaJSProtocolError, Partitioners } = kafkajs;
 
 // Unit tests of the kafkajs wiring, with a fake client standing in for the broker; the behaviour
-// against a real broker is the contract suite (kafka-event-bus.contract.test.ts, needs KAFKA_BROKERS).
+// against a real broker is the contract suite (kafka-event-bus.contract.test.ts).
 
 const topic = sampleTopic('kafka-unit', 'fixed');
 const event = (seq: number) => sampleEvent({ eventId: `evt-${seq}`, key: `reservation-${seq % 2}`, seq });
@@ -126,9 +126,58 @@ describe('KafkaEventBus (kafkajs wiring)', () => {
           ],
         },
       ]);
-      expect(consumer().config).toMatchObject({ groupId: 'billing', allowAutoTopicCreation: false });
+      // A fetch waits at most 500 ms for news (kafkajs's 5 s made every close of an idle consumer take 5 s).
+      expect(consumer().config).toMatchObject({
+        groupId: 'billing',
+        allowAutoTopicCreation: false,
+        maxWaitTimeInMs: 500,
+      });
       expect(consumer().subscription).toEqual({ topics: [topic.name], fromBeginning: false });
       expect(consumer().runConfig).toMatchObject({ autoCommit: true, partitionsConsumedConcurrently: 4 });
+    });
+
+    const brokerError = (type: string, retriable: boolean): Error =>
+      new KafkaJSProtocolError({ message: type, type, code: 0, retriable } as unknown as Error);
+
+    it('pins a new group all the same when the brokers answer errors a moment cures', async () => {
+      // A group's first use on a fresh cluster (its coordinator loading), a topic just created (its
+      // leader not serving yet): both seen from a real broker.
+      kafka.adminClient.failures.fetchOffsets.push(brokerError('NOT_COORDINATOR_FOR_GROUP', true));
+      kafka.adminClient.failures.fetchTopicOffsets.push(brokerError('NOT_LEADER_FOR_PARTITION', true));
+
+      await bus.subscribe(topic, { group: 'billing', handler: async () => undefined });
+
+      expect(kafka.adminClient.fetchOffsetsCalls).toBe(3);
+      // The leader error refreshed the metadata kafkajs would otherwise keep for minutes.
+      expect(kafka.adminClient.fetchTopicMetadataCalls).toBe(1);
+      expect(kafka.adminClient.setOffsetsCalls).toEqual([
+        expect.objectContaining({ groupId: 'billing', topic: topic.name }),
+      ]);
+      expect(kafka.consumers).toHaveLength(1);
+    });
+
+    it('fails the subscription at once on an error no retry cures, starting no consumer', async () => {
+      const refused = brokerError('GROUP_AUTHORIZATION_FAILED', false);
+      kafka.adminClient.failures.fetchOffsets.push(refused);
+
+      await expect(bus.subscribe(topic, { group: 'billing', handler: async () => undefined })).rejects.toBe(
+        refused,
+      );
+      expect(kafka.adminClient.fetchOffsetsCalls).toBe(1);
+      expect(kafka.consumers).toHaveLength(0);
+    });
+
+    it('consumes unpinned when another member of the new group is running already', async () => {
+      kafka.adminClient.failures.setOffsets.push(
+        new KafkaJSNonRetriableError(
+          'The consumer group must have no running instances, current state: Stable',
+        ),
+      );
+
+      await bus.subscribe(topic, { group: 'billing', handler: async () => undefined });
+
+      expect(kafka.adminClient.fetchOffsetsCalls).toBe(1);
+      expect(consumer().subscription).toEqual({ topics: [topic.name], fromBeginning: false });
     });
 
     it('leaves a group with committed progress where it is', async () => {
