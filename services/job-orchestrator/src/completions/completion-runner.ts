@@ -70,10 +70,13 @@ export class CompletionRunner {
 
   run(call: CompletionCall, signal: AbortSignal): AsyncIterable<CompletionEvent> {
     const events = new AsyncQueue<CompletionEvent>();
-    const observe = this.options.metrics.callStarted();
+    const observed = this.options.metrics.callStarted();
     // A caller that left ended the queue: the run goes on, its events go nowhere but to the metrics.
     const emit = (event: CompletionEvent): void => {
-      observe(event);
+      if (event.case === 'started') observed.firstOutput();
+      else if (event.case === 'completed') observed.ended('answered');
+      else if (event.case === 'failed')
+        observed.ended(event.jobSubmitted ? 'failed' : 'refused', event.error.code);
       if (!events.isEnded) events.push(event);
     };
     const run = new CompletionRun(this.options, call, signal, emit);

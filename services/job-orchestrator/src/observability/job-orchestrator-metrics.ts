@@ -1,7 +1,15 @@
 import { gaugesOfOneRead } from '@svc/runtime';
 import { Counter, Histogram, Registry } from 'prom-client';
-import type { CompletionEvent } from '../completions/completion-runner.js';
-import type { LiveWorker } from '../link/worker-presence.js';
+
+/** How a completion call ended: answered; refused before anything was submitted; failed after. */
+export type CallOutcome = 'answered' | 'refused' | 'failed';
+
+/** One call as its metrics follow it. */
+export interface ObservedCall {
+  /** Its first output reached the gateway. */
+  firstOutput(): void;
+  ended(outcome: CallOutcome, code?: string): void;
+}
 
 /** What the job keeper did to a tracked job or session. */
 export type KeeperAction = 'timeout' | 'refund' | 'release' | 'close_session';
@@ -32,7 +40,7 @@ export class JobOrchestratorMetrics {
   constructor(
     readonly registry: Registry = new Registry(),
     /** Workers heartbeating now on any replica, read at each scrape. */
-    liveWorkers?: () => Promise<readonly LiveWorker[]>,
+    liveWorkers?: () => Promise<readonly { readonly freeJobSlots: number }[]>,
     /** The lifecycle outbox, read at each scrape, so a stalled relay shows as a growing age. */
     outbox?: LifecycleOutboxReader,
   ) {
@@ -105,21 +113,17 @@ export class JobOrchestratorMetrics {
       ]);
   }
 
-  /** Follows one call's events: its first output, and how and when it ended. */
-  callStarted(): (event: CompletionEvent) => void {
+  /** Follows one call from now: its first output, and how and when it ended. */
+  callStarted(): ObservedCall {
     const started = performance.now();
     const seconds = () => (performance.now() - started) / 1000;
-    return (event) => {
-      if (event.case === 'started') this.#firstToken.observe(seconds());
-      else if (event.case === 'completed') this.#callEnded('answered', seconds());
-      else if (event.case === 'failed')
-        this.#callEnded(event.jobSubmitted ? 'failed' : 'refused', seconds(), event.error.code);
+    return {
+      firstOutput: () => this.#firstToken.observe(seconds()),
+      ended: (outcome, code) => {
+        this.#completions.inc(code === undefined ? { outcome } : { outcome, code });
+        this.#completionSeconds.observe({ outcome }, seconds());
+      },
     };
-  }
-
-  #callEnded(outcome: string, seconds: number, code?: string): void {
-    this.#completions.inc(code === undefined ? { outcome } : { outcome, code });
-    this.#completionSeconds.observe({ outcome }, seconds);
   }
 
   transactionSent(method: string, outcome: 'mined' | 'refused' | 'failed'): void {

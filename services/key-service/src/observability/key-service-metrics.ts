@@ -1,8 +1,6 @@
 import { KeyEventKind } from '@svc/proto/gen/svc/events/v1/key_event_pb';
 import { gaugesOfOneRead } from '@svc/runtime';
 import { Counter, Registry } from 'prom-client';
-import type { SignInRefusalReason } from '../signin/signed-message-verifier.js';
-import type { ReservationState, Settler } from '../spend/spend-ledger.js';
 
 /** The key-event outbox's unpublished rows, as the relay reads them. */
 export interface OutboxBacklog {
@@ -78,7 +76,8 @@ export class KeyServiceMetrics {
     this.#signIns.inc({ outcome: 'verified' });
   }
 
-  signInRefused(reason: SignInRefusalReason): void {
+  /** A refused sign-in, by its reason (`SignInRefusalReason`). */
+  signInRefused(reason: string): void {
     this.#signIns.inc({ outcome: 'refused', reason });
   }
 
@@ -91,7 +90,8 @@ export class KeyServiceMetrics {
     this.#reservations.inc({ outcome });
   }
 
-  spendSettled(action: 'commit' | 'release', settler: Settler, state: ReservationState, count = 1): void {
+  /** Reservations settled, by who settled them (`Settler`) and the state they ended in (`ReservationState`). */
+  spendSettled(action: 'commit' | 'release', settler: string, state: string, count = 1): void {
     this.#settlements.inc({ action, settler, state }, count);
   }
 }

@@ -1,7 +1,5 @@
 import { isAppError } from '@svc/platform';
 import { Counter, Histogram, Registry } from 'prom-client';
-import type { SettleOutcome } from '../payments/payment-settlement.js';
-import type { Verdict } from '../payments/payment-verifier.js';
 
 /**
  * The payment-settler's Prometheus metrics, on the registry given (the process's, which the runner
@@ -36,19 +34,19 @@ export class PaymentSettlerMetrics {
     });
   }
 
-  verified(verdict: Verdict): void {
-    if ('verified' in verdict) this.#verifications.inc({ outcome: 'verified' });
-    else this.#verifications.inc({ outcome: 'refused', code: verdict.refused.code });
+  /** A payment verified, or refused with its code. */
+  verified(refusalCode?: string): void {
+    if (refusalCode === undefined) this.#verifications.inc({ outcome: 'verified' });
+    else this.#verifications.inc({ outcome: 'refused', code: refusalCode });
   }
 
   verifyFailed(error: unknown): void {
     this.#verifications.inc({ outcome: 'error', code: errorCodeOf(error) });
   }
 
-  settled(outcome: SettleOutcome, seconds: number): void {
-    if ('settled' in outcome) this.#settled('settled', seconds);
-    else if ('refused' in outcome) this.#settled('refused', seconds, outcome.refused.code);
-    else this.#settled('session_unusable', seconds);
+  /** A settlement's outcome (settled, refused with its code, session_unusable) and how long it took. */
+  settled(outcome: 'settled' | 'refused' | 'session_unusable', seconds: number, refusalCode?: string): void {
+    this.#settled(outcome, seconds, refusalCode);
   }
 
   settleFailed(error: unknown, seconds: number): void {

@@ -65,7 +65,9 @@ export class PaymentSettlement {
     const seconds = () => (performance.now() - started) / 1000;
     try {
       const outcome = await this.#settle(request);
-      metrics.settled(outcome, seconds());
+      if ('settled' in outcome) metrics.settled('settled', seconds());
+      else if ('refused' in outcome) metrics.settled('refused', seconds(), outcome.refused.code);
+      else metrics.settled('session_unusable', seconds());
       return outcome;
     } catch (error) {
       metrics.settleFailed(error, seconds());

@@ -40,7 +40,7 @@ export class PaymentVerifier {
   async verify(paymentSignature: string, model: string, reservationTtlMs: number): Promise<Verdict> {
     try {
       const verdict = await this.#verify(paymentSignature, model, reservationTtlMs);
-      this.metrics.verified(verdict);
+      this.metrics.verified('refused' in verdict ? verdict.refused.code : undefined);
       return verdict;
     } catch (error) {
       this.metrics.verifyFailed(error);

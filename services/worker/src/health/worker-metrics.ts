@@ -1,5 +1,4 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
-import type { JobOutcome } from '../jobs/job-runner.js';
 
 export interface WorkerGaugeSource {
   readonly runningJobs: number;
@@ -38,7 +37,8 @@ export class WorkerMetrics {
     );
   }
 
-  jobFinished(outcome: JobOutcome): void {
+  /** A job run ended, by its outcome (`JobOutcome`). */
+  jobFinished(outcome: string): void {
     this.#jobs.inc({ outcome });
   }
 }
