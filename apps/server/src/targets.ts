@@ -3,10 +3,30 @@ import { gatewayModule } from '@svc/gateway';
 import { jobOrchestratorModule } from '@svc/job-orchestrator';
 import { keyServiceModule } from '@svc/key-service';
 import { paymentSettlerModule } from '@svc/payment-settler';
-import type { SharedDependencies, Target, Unit } from '@svc/runtime';
+import {
+  serviceTarget,
+  type ServiceModule,
+  type SharedDependencies,
+  type Target,
+  type Unit,
+} from '@svc/runtime';
 import { workerModule } from '@svc/worker';
 import { localSecretSettings } from './local-secrets.js';
 import { writeStackFile } from './stack-file.js';
+
+/**
+ * Every service of the deployment, each a target of its own and all of them together in `all`. In any
+ * order: the runner starts each after the peers it names (the job-orchestrator after the
+ * payment-settler, the gateway after all three services it calls, the workers after the orchestrator).
+ */
+const services: readonly ServiceModule[] = [
+  keyServiceModule,
+  jobOrchestratorModule,
+  paymentSettlerModule,
+  gatewayModule,
+  workerModule,
+];
+const serviceNames = services.map((module) => module.name);
 
 /** The password of the all-in-one workers' session-key vaults: devnet keys are public anyway. */
 const DEVNET_WORKER_PASSWORD = 'devnet';
@@ -20,7 +40,8 @@ const DEVNET_WORKER_PASSWORD = 'devnet';
 export const allInOne: Target = {
   name: 'all',
   allInOne: true,
-  modules: [keyServiceModule, paymentSettlerModule, jobOrchestratorModule, gatewayModule, workerModule],
+  modules: services,
+  services: serviceNames,
   // Internal gRPC and the worker link stay on loopback, on free ports: the gateway is the only thing users
   // reach, and the runner points the workers at the link once the orchestrator listens. Only here may the
   // settings that are unsafe to guess in a deployment default: the proxy trusted is loopback's, sign-in is
@@ -66,13 +87,6 @@ export const allInOne: Target = {
     return [
       { module: keyServiceModule },
       {
-        module: paymentSettlerModule,
-        defaults: {
-          ...(chain?.devnet ? devnetFacilitatorAccounts(chain.devnet.accounts) : {}),
-          ...(chain?.devnet && chain.blockTimeSeconds === null ? { TX_POLL_INTERVAL: '25ms' } : {}),
-        },
-      },
-      {
         module: jobOrchestratorModule,
         defaults: {
           ...(chain?.devnet ? devnetServiceAccounts(chain.devnet.accounts) : {}),
@@ -80,6 +94,13 @@ export const allInOne: Target = {
           ...(chain?.devnet && chain.blockTimeSeconds === null
             ? { TX_POLL_INTERVAL: '25ms', JOB_POLL_INTERVAL: '50ms' }
             : {}),
+        },
+      },
+      {
+        module: paymentSettlerModule,
+        defaults: {
+          ...(chain?.devnet ? devnetFacilitatorAccounts(chain.devnet.accounts) : {}),
+          ...(chain?.devnet && chain.blockTimeSeconds === null ? { TX_POLL_INTERVAL: '25ms' } : {}),
         },
       },
       { module: gatewayModule },
@@ -120,12 +141,13 @@ function devnetFacilitatorAccounts(accounts: readonly DevnetAccount[]): Record<s
 
 type DevnetAccount = NonNullable<SharedDependencies['chain']['devnet']>['accounts'][number];
 
-/** Every target the runner knows: `all`, or one service per process (what a container runs). */
+/**
+ * Every target the runner knows, the one definition of them: `all`, or one service per process (what a
+ * container runs), named after the service.
+ */
 export const targets: Readonly<Record<string, Target>> = {
   all: allInOne,
-  'key-service': { name: 'key-service', modules: [keyServiceModule] },
-  'job-orchestrator': { name: 'job-orchestrator', modules: [jobOrchestratorModule] },
-  'payment-settler': { name: 'payment-settler', modules: [paymentSettlerModule] },
-  gateway: { name: 'gateway', modules: [gatewayModule] },
-  worker: { name: 'worker', modules: [workerModule] },
+  ...Object.fromEntries(
+    services.map((module) => [module.name, serviceTarget(module, { services: serviceNames })]),
+  ),
 };

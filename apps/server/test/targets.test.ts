@@ -5,10 +5,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { JobOrchestratorInstance } from '@svc/job-orchestrator';
 import { createLogger } from '@svc/platform';
-import { runTarget, type RunningTarget } from '@svc/runtime';
+import { checkPeers, runTarget, type RunningTarget } from '@svc/runtime';
 import { freePort, waitUntil } from '@svc/testkit';
 import type { WorkerInstance } from '@svc/worker';
-import { allInOne } from '../src/targets.js';
+import { allInOne, targets } from '../src/targets.js';
 
 describe('the all-in-one target', () => {
   let stateDir: string;
@@ -25,6 +25,17 @@ describe('the all-in-one target', () => {
   afterAll(async () => {
     await running?.stop();
     rmSync(stateDir, { recursive: true, force: true });
+  });
+
+  it('starts each unit after the peers it names', () => {
+    expect([...running!.instances.keys()]).toEqual([
+      'key-service',
+      'payment-settler',
+      'job-orchestrator',
+      'gateway',
+      'worker-1',
+      'worker-2',
+    ]);
   });
 
   it("links its workers through the orchestrator's worker link listener, on loopback apart from the gRPC server", async () => {
@@ -44,5 +55,19 @@ describe('the all-in-one target', () => {
     );
     expect(live).toHaveLength(2);
     for (const { worker } of workers) expect(worker!.link?.connected).toBe(true);
+  });
+});
+
+describe('the targets', () => {
+  it('are all, and each service alone under its own name, every one knowing the services of the deployment', () => {
+    const services = allInOne.modules.map((module) => module.name);
+    expect(Object.keys(targets)).toEqual(['all', ...services]);
+    for (const module of allInOne.modules)
+      expect(targets[module.name]).toEqual({ name: module.name, modules: [module], services });
+    expect(allInOne.services).toEqual(services);
+  });
+
+  it('name only services of the deployment as peers, in no cycle', () => {
+    expect(() => checkPeers(allInOne.modules, allInOne.services)).not.toThrow();
   });
 });

@@ -1,7 +1,8 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, createLogger, GracefulShutdown, loadConfig } from '@svc/platform';
 import { runtimeConfigShape } from './config.js';
-import { runTarget, type Target } from './runner.js';
+import type { ServiceModule } from './module.js';
+import { runTarget, serviceTarget, type Target } from './runner.js';
 
 export interface CommandLine {
   readonly target: string | undefined;
@@ -22,8 +23,13 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
 /**
  * Runs a target as a process's main: starts it, stops it on SIGTERM or SIGINT (exit 0 when clean),
  * and exits 1 with one fatal log line when it cannot start (a configuration error lists every problem).
+ * Given a module, runs that service alone (`serviceTarget`): a service's own `src/main.ts`.
  */
-export async function runMain(target: Target, options: { reset?: boolean } = {}): Promise<void> {
+export async function runMain(
+  what: Target | ServiceModule,
+  options: { reset?: boolean } = {},
+): Promise<void> {
+  const target = 'modules' in what ? what : serviceTarget(what);
   try {
     const shutdown = new GracefulShutdown({
       logger: createLogger({ service: target.name }),

@@ -39,7 +39,10 @@ export type ModuleDependencies<D extends Dependency> = Pick<SharedDependencies, 
   readonly readiness: ProcessReadiness;
 };
 
-/** A built service. All start-up I/O happens in `start`; `stop` undoes it and is safe after a failed start. */
+/**
+ * A built service. All start-up I/O happens in `start` (migrations, chain checks, listening, adding its
+ * services to the gRPC server, subscribing); `stop` undoes it and is safe after a failed start.
+ */
 export interface ServiceInstance {
   start(): Promise<void>;
   stop(): Promise<void>;
@@ -59,21 +62,32 @@ export interface PeerListener {
 
 /**
  * One service, as every entry point composes it (the single-binary pattern of Grafana Loki): a name
- * that is its target, the typed configuration it reads, the shared dependencies it needs, and a
- * `build` with no side effects.
+ * that is its target, the typed configuration it reads, the shared dependencies it needs, the other
+ * services it calls, and a `build` with no side effects.
  */
 export interface ServiceModule<S extends ConfigShape = ConfigShape, D extends Dependency = Dependency> {
   readonly name: string;
   readonly configShape: S;
+  /**
+   * The shared dependencies it is handed (store, bus, database, chain, grpc, metrics): what the runner
+   * opens once per process, whichever modules run there. Not other services: those are `peers`.
+   */
   readonly needs: readonly D[];
   /**
-   * Settings that hold another target's gRPC address, by target name (`KEY_SERVICE_ADDRESS:
-   * 'key-service'`), or the address of one of its own listeners (`ORCHESTRATOR_LINK: { target:
-   * 'job-orchestrator', listener: 'worker-link' }`). When that target runs in the same process, the
-   * runner points them at it: at the process's gRPC server, or at the listener once the peer has started
-   * (so the peer's unit must come first).
+   * The other services it calls, by the settings that hold their addresses: another target's gRPC
+   * address by target name (`KEY_SERVICE_ADDRESS: 'key-service'`), or the address of one of its own
+   * listeners (`ORCHESTRATOR_LINK: { target: 'job-orchestrator', listener: 'worker-link' }`). When that
+   * target runs in the same process, the runner points the setting at it (the process's gRPC server, or
+   * the listener once bound) and starts this module after it, and stops it before: the order of a
+   * target's modules is derived from their peers, never from how they are listed. A cycle of peers, or
+   * a peer naming no service of the deployment, is refused before anything starts.
    */
   readonly peers?: Readonly<Record<string, string | PeerListener>>;
+  /**
+   * Constructs the service from its configuration and dependencies: no I/O and no side effects
+   * (nothing listens, connects, subscribes, reads or writes; gRPC clients connect on their first call).
+   * The runner builds a unit just before starting it, once the peers it names have started.
+   */
   build(config: ConfigOf<S>, dependencies: ModuleDependencies<D>): ServiceInstance;
 }
 

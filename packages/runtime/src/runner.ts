@@ -16,6 +16,7 @@ import { eventSubscriptionMetrics, grpcServerMetrics, openMetrics } from './depe
 import { openStore } from './dependencies/store.js';
 import type { Dependency, ServiceInstance, ServiceModule, SharedDependencies } from './module.js';
 import { eventBusReadiness, GrpcReadinessMonitor, type ProcessReadiness } from './readiness.js';
+import { checkPeers, startOrder } from './start-order.js';
 
 /** One module to run, possibly several times in one process (the all-in-one target's workers). */
 export interface Unit {
@@ -31,8 +32,17 @@ export interface Unit {
 /** What one process runs: a single service (a container), or `all` (`npm start`). */
 export interface Target {
   readonly name: string;
-  /** The modules it runs; together they decide which shared dependencies are opened. */
+  /**
+   * The modules it runs, in any order; together they decide which shared dependencies are opened. Each
+   * starts after the modules its `peers` name that run here too, and stops before them.
+   */
   readonly modules: readonly ServiceModule[];
+  /**
+   * Every service of the deployment by name, when the target knows them (the runner's own targets do): a
+   * peer naming none of them, nor a module of this target, is refused before anything starts. Unset, a
+   * peer that does not run here is taken for a service running in another process.
+   */
+  readonly services?: readonly string[];
   /** Defaults of this target, under the environment (the all-in-one target binds gRPC to a free port). */
   readonly defaults?: Readonly<Record<string, string>>;
   /**
@@ -43,7 +53,10 @@ export interface Target {
     env: Readonly<Record<string, string | undefined>>,
     context: { readonly stateDir: string },
   ) => Record<string, string>;
-  /** The instances to run once the dependencies are open; default one per module. */
+  /**
+   * The instances to run once the dependencies are open, in any order (each starts after the units of
+   * the peers it names); default one per module.
+   */
   readonly units?: (dependencies: Partial<SharedDependencies>, runtime: RuntimeConfig) => Unit[];
   /** The all-in-one target: creates a missing database on DATABASE_URL's server. */
   readonly allInOne?: boolean;
@@ -87,16 +100,30 @@ export interface RunningTarget {
   stop(): Promise<void>;
 }
 
+/**
+ * The target that runs one service alone, as a container runs it, named after it. `services`: every
+ * service of the deployment, so that a peer naming none of them is refused.
+ */
+export function serviceTarget(module: ServiceModule, options: { services?: readonly string[] } = {}): Target {
+  return {
+    name: module.name,
+    modules: [module],
+    ...(options.services ? { services: options.services } : {}),
+  };
+}
+
 type Closer = { name: string; close: () => Promise<void> };
 
 /**
- * Runs a target: opens the shared dependencies its modules need (each with its embedded default),
- * loads every module's configuration from one environment, builds each module, then starts them in
- * order. A failed start stops every module that began starting (the failed one too) and closes what was
+ * Runs a target: checks its modules' peers (no unknown peer, no cycle), opens the shared dependencies
+ * its modules need (each with its embedded default), loads every unit's configuration from one
+ * environment, then builds and starts each unit in turn, every unit after the units of the peers it
+ * names. A failed start stops every unit that began starting (the failed one too) and closes what was
  * opened, then rethrows.
  */
 export async function runTarget(target: Target, options: RunOptions = {}): Promise<RunningTarget> {
   const started = Date.now();
+  checkPeers(target.modules, target.services);
   const userEnv = options.env ?? process.env;
   const baseEnv: Record<string, string | undefined> = { ...target.defaults, ...withoutEmpty(userEnv) };
   const runtime = loadConfig(runtimeConfigShape, baseEnv);
@@ -177,12 +204,14 @@ export async function runTarget(target: Target, options: RunOptions = {}): Promi
 
     const readiness = eventBusReadiness(dependencies.bus);
     const env = moduleEnvironment(target, baseEnv, dependencies, grpcAddress);
-    const units: Unit[] =
-      target.units?.(dependencies, runtime) ?? target.modules.map((module) => ({ module }));
+    const units = unitsInStartOrder(
+      target,
+      target.units?.(dependencies, runtime) ?? target.modules.map((module) => ({ module })),
+    );
     checkConfigs(units, env);
     const built: BuiltUnit[] = [];
     for (const unit of units) {
-      // Built just before it starts: the listeners of peers that started before it are bound by now.
+      // Built just before it starts: the listeners of the peers it named (started before it) are bound.
       const unitEnv = { ...env, ...peerListenerSettings(unit.module, target, built) };
       const name = unit.name ?? unit.module.name;
       const instance = buildUnit(unit, unitEnv, dependencies, options.logger, runtime, stateDir, readiness);
@@ -258,8 +287,26 @@ function moduleEnvironment(
 type BuiltUnit = { name: string; module: ServiceModule; instance: ServiceInstance };
 
 /**
+ * The target's units in the order they start: each after the units of the peers it names that run in
+ * this process. A unit naming a listener of a module of this target that has no unit is refused.
+ */
+function unitsInStartOrder(target: Target, units: readonly Unit[]): Unit[] {
+  const local = new Set(target.modules.map((module) => module.name));
+  const running = new Set(units.map((unit) => unit.module.name));
+  const problems: string[] = [];
+  for (const unit of units)
+    for (const [setting, peer] of Object.entries(unit.module.peers ?? {}))
+      if (typeof peer !== 'string' && local.has(peer.target) && !running.has(peer.target))
+        problems.push(
+          `${unit.name ?? unit.module.name}: ${setting} names a listener of ${peer.target}, which this process runs no instance of`,
+        );
+  if (problems.length > 0) throw new ConfigError(problems);
+  return startOrder(units, local);
+}
+
+/**
  * A unit's settings that name a listener of a peer running in this process (the workers'
- * ORCHESTRATOR_LINK), pointed at it: the peer started first, so its listener is bound.
+ * ORCHESTRATOR_LINK), pointed at it: the peer started first (`unitsInStartOrder`), so it is bound.
  */
 function peerListenerSettings(
   module: ServiceModule,
@@ -270,10 +317,9 @@ function peerListenerSettings(
   for (const [setting, peer] of Object.entries(module.peers ?? {})) {
     if (typeof peer === 'string' || !target.modules.some((local) => local.name === peer.target)) continue;
     const running = started.find((unit) => unit.module.name === peer.target);
+    // Unreachable: the peer's units start first, and a peer with none is refused before anything starts.
     if (!running)
-      throw new Error(
-        `${module.name}: ${setting} names a listener of ${peer.target}, which must start first`,
-      );
+      throw new Error(`${module.name}: ${setting} names a listener of ${peer.target}, not started`);
     const address = running.instance.listeners?.[peer.listener];
     if (address) settings[setting] = address;
   }

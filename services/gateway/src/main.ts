@@ -2,4 +2,4 @@ import { runMain } from '@svc/runtime';
 import { gatewayModule } from './module.js';
 
 // The gateway alone, as a container runs it (the same as `svc-server --target gateway`).
-await runMain({ name: 'gateway', modules: [gatewayModule] });
+await runMain(gatewayModule);

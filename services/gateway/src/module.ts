@@ -1,19 +1,17 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { keyEventsTopic, serviceClientOptions, ServiceIdentity } from '@svc/platform';
-import { closeClient, createClient } from '@svc/proto';
+import { keyEventsTopic } from '@svc/platform';
+import { closeClient } from '@svc/proto';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
 import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
-import { defineModule, loopbackFor, type ServiceInstance } from '@svc/runtime';
+import { defineModule, loopbackFor, peerClient, type ServiceInstance } from '@svc/runtime';
 import { gatewayConfigShape, trustProxySetting } from './config.js';
 import { createHttpServer } from './http/http-server.js';
-import type { KeyServiceClient } from './key-service-client.js';
 import { GatewayMetrics } from './observability/gateway-metrics.js';
 import { buildGatewayApp, buildLimitHitReporter } from './service.js';
-import { OrchestratorBackend, type JobOrchestratorClient } from './v1/orchestrator-backend.js';
-import type { LimitHitReporter } from './v1/limit-hit-reporter.js';
-import { SettlerPayments, type PaymentSettlerClient } from './v1/per-call/settler-payments.js';
+import { OrchestratorBackend } from './v1/orchestrator-backend.js';
+import { SettlerPayments } from './v1/per-call/settler-payments.js';
 
 /**
  * A running gateway; `url` is where it listens (PORT 0 picks a free port), `publicUrl` where users reach
@@ -36,10 +34,30 @@ export const gatewayModule = defineModule({
     SETTLER_ADDRESS: 'payment-settler',
   },
   build(config, { store, bus, metrics, logger, readiness }): GatewayInstance {
-    let keyService: KeyServiceClient | undefined;
-    let orchestrator: JobOrchestratorClient | undefined;
-    let settler: PaymentSettlerClient | undefined;
-    let limitHits: LimitHitReporter | undefined;
+    // Clients connect on their first call: nothing here reaches the network.
+    const keyService = peerClient(KeyService, {
+      config,
+      from: 'gateway',
+      to: 'key-service',
+      address: config.KEY_SERVICE_ADDRESS,
+      timeoutMs: config.KEY_SERVICE_TIMEOUT,
+    });
+    const orchestrator = peerClient(JobOrchestrator, {
+      config,
+      from: 'gateway',
+      to: 'job-orchestrator',
+      address: config.ORCHESTRATOR_ADDRESS,
+      timeoutMs: config.ORCHESTRATOR_TIMEOUT,
+    });
+    const settler = peerClient(PaymentSettler, {
+      config,
+      from: 'gateway',
+      to: 'payment-settler',
+      address: config.SETTLER_ADDRESS,
+      timeoutMs: config.SETTLER_TIMEOUT,
+    });
+    const limitHits = buildLimitHitReporter({ config, keyService, store, logger });
+    const gatewayMetrics = new GatewayMetrics(metrics);
     let server: Server | undefined;
     let url = '';
     return {
@@ -50,43 +68,13 @@ export const gatewayModule = defineModule({
         return config.PUBLIC_URL ?? url;
       },
       async start() {
-        const identity = new ServiceIdentity('gateway', config.SERVICE_TOKEN_SECRET);
-        keyService = createClient(
-          KeyService,
-          config.KEY_SERVICE_ADDRESS,
-          serviceClientOptions({
-            identity,
-            audience: 'key-service',
-            defaultUnaryTimeoutMs: config.KEY_SERVICE_TIMEOUT,
-          }),
-        );
-        if (config.ORCHESTRATOR_ADDRESS)
-          orchestrator = createClient(
-            JobOrchestrator,
-            config.ORCHESTRATOR_ADDRESS,
-            serviceClientOptions({
-              identity,
-              audience: 'job-orchestrator',
-              defaultUnaryTimeoutMs: config.ORCHESTRATOR_TIMEOUT,
-            }),
-          );
-        if (config.SETTLER_ADDRESS)
-          settler = createClient(
-            PaymentSettler,
-            config.SETTLER_ADDRESS,
-            serviceClientOptions({
-              identity,
-              audience: 'payment-settler',
-              defaultUnaryTimeoutMs: config.SETTLER_TIMEOUT,
-            }),
-          );
-        limitHits = buildLimitHitReporter({ config, keyService, store, logger });
+        // The app subscribes to key events as it is built: I/O, so here rather than in build.
         const app = buildGatewayApp({
           config,
           keyService,
           store,
           logger,
-          metrics: new GatewayMetrics(metrics),
+          metrics: gatewayMetrics,
           limitHits,
           ...(orchestrator ? { completions: new OrchestratorBackend(orchestrator, logger) } : {}),
           ...(settler ? { settler: new SettlerPayments(settler, config.V1_PAYMENT_RESERVATION_TTL) } : {}),
@@ -115,8 +103,8 @@ export const gatewayModule = defineModule({
       async stop() {
         if (server) await closeServer(server, config.HTTP_SHUTDOWN_GRACE);
         // After the server: no refusal comes later. The last flush sends what this replica counted.
-        await limitHits?.stop();
-        if (keyService) closeClient(keyService);
+        await limitHits.stop();
+        closeClient(keyService);
         if (orchestrator) closeClient(orchestrator);
         if (settler) closeClient(settler);
       },

@@ -1,5 +1,5 @@
 import { runMain } from '@svc/runtime';
 import { jobOrchestratorModule } from './module.js';
 
-// The job-orchestrator alone, as a container runs it.
-await runMain({ name: 'job-orchestrator', modules: [jobOrchestratorModule] });
+// The job-orchestrator alone, as a container runs it (the same as `svc-server --target job-orchestrator`).
+await runMain(jobOrchestratorModule);

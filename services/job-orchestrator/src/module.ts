@@ -1,19 +1,12 @@
-import type { JsonRpcProvider } from 'ethers';
 import { connectChain } from '@svc/chain';
 import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import { WorkerLink } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
 import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
-import {
-  createServiceGrpcServer,
-  serviceCallers,
-  serviceClientOptions,
-  ServiceIdentity,
-} from '@svc/platform';
-import { closeClient, createClient, type GrpcServer } from '@svc/proto';
-import { defineModule, grpcServerMetrics, loopbackFor, type ServiceInstance } from '@svc/runtime';
+import { createServiceGrpcServer, serviceCallers } from '@svc/platform';
+import { closeClient } from '@svc/proto';
+import { defineModule, grpcServerMetrics, loopbackFor, peerClient, type ServiceInstance } from '@svc/runtime';
 import { jobOrchestratorConfigShape } from './config.js';
 import { jobOrchestratorHandlers } from './completions/job-orchestrator-service.js';
-import type { PaymentSettlerClient } from './completions/per-call-settlement.js';
 import type { WorkerLinkServer } from './link/worker-link-server.js';
 import {
   buildJobOrchestrator,
@@ -22,10 +15,10 @@ import {
   type JobOrchestratorParts,
 } from './service.js';
 
-/** A running job-orchestrator; its parts (linked workers, completions, keeper) once started. */
+/** A job-orchestrator; its parts (linked workers, completions, keeper), built before it starts. */
 export interface JobOrchestratorInstance extends ServiceInstance {
-  readonly linkServer: WorkerLinkServer | undefined;
-  readonly parts: JobOrchestratorParts | undefined;
+  readonly linkServer: WorkerLinkServer;
+  readonly parts: JobOrchestratorParts;
   /** `worker-link`: `host:port` of the worker link's own listener, once started. */
   readonly listeners: { readonly 'worker-link': string | undefined };
 }
@@ -42,48 +35,43 @@ export const jobOrchestratorModule = defineModule({
   needs: ['store', 'bus', 'chain', 'grpc', 'metrics'],
   peers: { SETTLER_ADDRESS: 'payment-settler' },
   build(config, { store, bus, chain, grpc, metrics, logger }): JobOrchestratorInstance {
-    let provider: JsonRpcProvider | undefined;
-    let settler: PaymentSettlerClient | undefined;
-    let parts: JobOrchestratorParts | undefined;
-    let link: GrpcServer | undefined;
+    // Its own provider with no call cache: reads right after a write must see it. Nothing here reaches
+    // the network: the provider, the client and the parts connect on their first call.
+    const { provider, client } = connectChain(chain);
+    const settler = peerClient(PaymentSettler, {
+      config,
+      from: 'job-orchestrator',
+      to: 'payment-settler',
+      address: config.SETTLER_ADDRESS,
+      timeoutMs: config.SETTLER_TIMEOUT,
+    });
+    const parts = buildJobOrchestrator({
+      config,
+      store,
+      bus,
+      chain: client,
+      provider,
+      chainId: BigInt(chain.chainId),
+      deploymentBlock: chain.contracts.deploymentBlock,
+      logger,
+      metrics,
+      ...(settler ? { settler } : {}),
+    });
+    // Workers are not our services: they prove their address in the link's own challenge. The link has
+    // a listener of its own, so exposing it to workers outside the cluster exposes nothing else.
+    const link = createServiceGrpcServer(logger, {
+      requireAccess: true,
+      onCallEnd: grpcServerMetrics(metrics),
+    });
+    link.add(WorkerLink, parts.linkServer.handlers, { open: true });
     let linkAddress: string | undefined;
     return {
-      get linkServer() {
-        return parts?.linkServer;
-      },
+      linkServer: parts.linkServer,
+      parts,
       get listeners() {
         return { 'worker-link': linkAddress };
       },
-      get parts() {
-        return parts;
-      },
       async start() {
-        // Its own provider with no call cache: reads right after a write must see it.
-        const connected = connectChain(chain);
-        provider = connected.provider;
-        const client = connected.client;
-        if (config.SETTLER_ADDRESS)
-          settler = createClient(
-            PaymentSettler,
-            config.SETTLER_ADDRESS,
-            serviceClientOptions({
-              identity: new ServiceIdentity('job-orchestrator', config.SERVICE_TOKEN_SECRET),
-              audience: 'payment-settler',
-              defaultUnaryTimeoutMs: config.SETTLER_TIMEOUT,
-            }),
-          );
-        parts = buildJobOrchestrator({
-          config,
-          store,
-          bus,
-          chain: client,
-          provider,
-          chainId: BigInt(chain.chainId),
-          deploymentBlock: chain.contracts.deploymentBlock,
-          logger,
-          metrics,
-          ...(settler ? { settler } : {}),
-        });
         if (parts.completions) {
           await verifyServiceAccounts(config, parts.completions.chain);
           parts.completions.keeper.start();
@@ -91,13 +79,6 @@ export const jobOrchestratorModule = defineModule({
         } else {
           logger.warn('SERVICE_SIGNER_PRIVATE_KEY is not set: completions answer 503 not_configured');
         }
-        // Workers are not our services: they prove their address in the link's own challenge. The link
-        // has a listener of its own, so exposing it to workers outside the cluster exposes nothing else.
-        link = createServiceGrpcServer(logger, {
-          requireAccess: true,
-          onCallEnd: grpcServerMetrics(metrics),
-        });
-        link.add(WorkerLink, parts.linkServer.handlers, { open: true });
         const bind = `${config.WORKER_LINK_HOST}:${config.WORKER_LINK_PORT}`;
         // gRPC's own error names no address, and this process binds two.
         const linkPort = await link.listen(bind).catch((error: unknown) => {
@@ -128,12 +109,12 @@ export const jobOrchestratorModule = defineModule({
       },
       async stop() {
         // One deadline for calls, keeper and lifecycle events: DRAIN_TIMEOUT, and a second to free locks.
-        if (parts?.completions) await stopCompletions(parts.completions, config.DRAIN_TIMEOUT, logger);
+        if (parts.completions) await stopCompletions(parts.completions, config.DRAIN_TIMEOUT, logger);
         // Links end (workers redial another replica) only once the calls they answer have drained.
-        await parts?.linkServer.stop();
-        await link?.shutdown();
+        await parts.linkServer.stop();
+        await link.shutdown();
         if (settler) closeClient(settler);
-        provider?.destroy();
+        provider.destroy();
       },
     };
   },

@@ -2,4 +2,4 @@ import { runMain } from '@svc/runtime';
 import { keyServiceModule } from './module.js';
 
 // The key-service alone, as a container runs it (the same as `svc-server --target key-service`).
-await runMain({ name: 'key-service', modules: [keyServiceModule] });
+await runMain(keyServiceModule);

@@ -2,7 +2,7 @@ import { serviceCallers } from '@svc/platform';
 import { defineModule } from '@svc/runtime';
 import { KeyService } from '@svc/proto/gen/svc/key/v1/key_service_pb';
 import { keyServiceConfigShape } from './config.js';
-import { openDatabase, type PrismaClient } from './db/database.js';
+import { openDatabase } from './db/database.js';
 import { applyMigrations } from './db/migrate.js';
 import { buildKeyService, type KeyServiceInstance } from './service.js';
 import { loadTokenKeyRing } from './signin/token-key-ring.js';
@@ -23,18 +23,20 @@ export function createKeyServiceModule(options: KeyServiceModuleOptions = {}) {
     configShape: keyServiceConfigShape,
     needs: ['database', 'store', 'bus', 'grpc', 'metrics'],
     build(config, { database, store, bus, grpc, metrics, logger }) {
-      let db: PrismaClient | undefined;
+      // The client connects on its first query, after the migrations.
+      const db = openDatabase({
+        connection: database,
+        poolSize: config.DATABASE_POOL_SIZE,
+        onConnectionError: (error) => logger.warn({ err: error }, 'postgres connection error'),
+      });
       let service: KeyServiceInstance | undefined;
       return {
         async start() {
           if (config.RUN_MIGRATIONS) {
             logger.info(await applyMigrations(database), 'database migrations checked');
           }
-          db = openDatabase({
-            connection: database,
-            poolSize: config.DATABASE_POOL_SIZE,
-            onConnectionError: (error) => logger.warn({ err: error }, 'postgres connection error'),
-          });
+          // Importing (or generating) the token keys is asynchronous (WebCrypto): the service that signs
+          // with them is built once they are loaded.
           const tokenKeys = await loadTokenKeyRing({
             signingKey: config.SIGNIN_TOKEN_SIGNING_KEY,
             signingKeyId: config.SIGNIN_TOKEN_SIGNING_KEY_ID,
@@ -58,7 +60,7 @@ export function createKeyServiceModule(options: KeyServiceModuleOptions = {}) {
         },
         async stop() {
           await service?.stop();
-          await db?.$disconnect();
+          await db.$disconnect();
         },
       };
     },

@@ -1,4 +1,3 @@
-import type { JsonRpcProvider } from 'ethers';
 import { connectChain } from '@svc/chain';
 import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
 import { serviceCallers } from '@svc/platform';
@@ -7,7 +6,7 @@ import { paymentSettlerConfigShape } from './config.js';
 import { paymentSettlerHandlers, type PaymentSettlerParts } from './payment-settler-service.js';
 import { buildPaymentSettler, verifyFacilitatorSetup } from './service.js';
 
-/** A running payment-settler; its parts once started (undefined: no per-call payments). */
+/** A payment-settler; its parts, built before it starts (undefined: no per-call payments). */
 export interface PaymentSettlerInstance extends ServiceInstance {
   readonly parts: PaymentSettlerParts | undefined;
 }
@@ -21,26 +20,21 @@ export const paymentSettlerModule = defineModule({
   configShape: paymentSettlerConfigShape,
   needs: ['store', 'chain', 'grpc', 'metrics'],
   build(config, { store, chain, grpc, metrics, logger }): PaymentSettlerInstance {
-    let provider: JsonRpcProvider | undefined;
-    let parts: PaymentSettlerParts | undefined;
+    // Its own provider with no call cache: reads right after a write must see it. Nothing here reaches
+    // the network (or holds anything open): the provider connects on its first call.
+    const { provider, client } = connectChain(chain);
+    const parts = buildPaymentSettler({
+      config,
+      store,
+      chain: client,
+      provider,
+      chainId: BigInt(chain.chainId),
+      logger,
+      metrics,
+    });
     return {
-      get parts() {
-        return parts;
-      },
+      parts,
       async start() {
-        // Its own provider with no call cache: reads right after a write must see it.
-        const connected = connectChain(chain);
-        provider = connected.provider;
-        const client = connected.client;
-        parts = buildPaymentSettler({
-          config,
-          store,
-          chain: client,
-          provider,
-          chainId: BigInt(chain.chainId),
-          logger,
-          metrics,
-        });
         if (parts) await verifyFacilitatorSetup(config, parts, client);
         else logger.warn('FACILITATOR_PRIVATE_KEY is not set: this server takes no per-call payments');
         grpc.add(PaymentSettler, paymentSettlerHandlers(parts), {
@@ -58,7 +52,7 @@ export const paymentSettlerModule = defineModule({
         );
       },
       async stop() {
-        provider?.destroy();
+        provider.destroy();
       },
     };
   },
