@@ -10,6 +10,7 @@ import { deployContracts } from '@svc/contracts';
 import { createLogger } from '@svc/platform';
 import { createDevProvider, startAnvil, DevWallet } from '@svc/anvil';
 import { DeterministicModel } from '../src/model/index.js';
+import { linkBackoff } from '../src/link/worker-link.js';
 import { startWorker } from '../src/service.js';
 import { waitUntil } from '@svc/testkit';
 import { ServiceSide } from '../test/support/service-side.js';
@@ -50,7 +51,7 @@ async function main(): Promise<void> {
     model: new DeterministicModel({ models: [MODEL.name], tokensPerSecond: 0 }),
     link: {
       target: link.target,
-      backoff: { initialMs: 20, maxMs: 200 },
+      backoff: linkBackoff(20, 200),
       defaultHeartbeatMs: 1_000,
       software: 'bench',
     },

@@ -15,6 +15,6 @@ export { SessionKeyVault } from './sessions/session-key-vault.js';
 export { FinalAnswerJournal, type SignedFinalAnswer } from './jobs/final-answer-journal.js';
 export type { AnswerChannel } from './jobs/answer-channel.js';
 export type { DeltaFrame } from './jobs/answer-stream.js';
-export { WorkerLink } from './link/worker-link.js';
+export { linkBackoff, WorkerLink } from './link/worker-link.js';
 export { HealthServer } from './health/health-server.js';
 export { workerModule, type WorkerInstance } from './module.js';

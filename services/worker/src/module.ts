@@ -8,6 +8,7 @@ import { workerConfigShape } from './config.js';
 import { HealthServer } from './health/health-server.js';
 import { loadOrCreateWorkerKey } from './identity/worker-keystore.js';
 import { buildModelBackend } from './model/build-model-backend.js';
+import { linkBackoff } from './link/worker-link.js';
 import { startWorker } from './service.js';
 import type { RunningWorker } from './worker-types.js';
 
@@ -75,7 +76,7 @@ export const workerModule = defineModule({
             ? {
                 link: {
                   target: config.ORCHESTRATOR_LINK,
-                  backoff: { initialMs: config.LINK_BACKOFF_INITIAL, maxMs: config.LINK_BACKOFF_MAX },
+                  backoff: linkBackoff(config.LINK_BACKOFF_INITIAL, config.LINK_BACKOFF_MAX),
                   defaultHeartbeatMs: config.HEARTBEAT_INTERVAL,
                   software: SOFTWARE,
                 },

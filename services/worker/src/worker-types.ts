@@ -1,5 +1,5 @@
 import type { BlobSource } from '@svc/chain';
-import type { Logger } from '@svc/platform';
+import type { Logger, RetryPolicy } from '@svc/platform';
 import type { JsonRpcProvider, Wallet } from 'ethers';
 import type { ChainEventFollower } from './chain/chain-event-follower.js';
 import type { EarningsCollector } from './earnings/earnings-collector.js';
@@ -8,7 +8,6 @@ import type { AnswerChannel } from './jobs/answer-channel.js';
 import type { FinalAnswerJournal } from './jobs/final-answer-journal.js';
 import type { IdleSessionCloser } from './sessions/idle-session-closer.js';
 import type { JobDeadlineGuards } from './jobs/job-runner.js';
-import type { BackoffPolicy } from './link/backoff.js';
 import type { WorkerLink } from './link/worker-link.js';
 import type { ModelBackend } from './model/model-backend.js';
 import type { RegistrationOutcome } from './registration/worker-registration.js';
@@ -57,7 +56,8 @@ export interface WorkerDependencies {
 export interface WorkerLinkSettings {
   /** `host:port` of the orchestrator's WorkerLink. */
   readonly target: string;
-  readonly backoff: BackoffPolicy;
+  /** Redial backoff: exponential with full jitter (`linkBackoff`). */
+  readonly backoff: RetryPolicy;
   readonly defaultHeartbeatMs: number;
   readonly software: string;
 }

@@ -6,6 +6,7 @@ import { ChainClock } from '@svc/anvil';
 import { useDevnet, waitUntil } from '@svc/testkit';
 import { HealthServer } from '../src/health/health-server.js';
 import { DeterministicModel } from '../src/model/index.js';
+import { linkBackoff } from '../src/link/worker-link.js';
 import { DEPLOYED_MODELS, MODEL } from './support/models.js';
 import { ServiceSide } from './support/service-side.js';
 import { TestLinkServer } from './support/test-link-server.js';
@@ -52,7 +53,7 @@ beforeAll(async () => {
     model: new DeterministicModel({ models: [MODEL.name], tokensPerSecond: 40 }),
     link: {
       target: linkServer.target,
-      backoff: { initialMs: 20, maxMs: 200 },
+      backoff: linkBackoff(20, 200),
       defaultHeartbeatMs: 1_000,
       software: 'svc-worker/test',
     },

@@ -5,7 +5,13 @@ import { parseEther, Wallet } from 'ethers';
 import { AnvilBlobSource } from '@svc/chain';
 import { createLogger } from '@svc/platform';
 import type { Devnet } from '@svc/testkit';
-import { DeterministicModel, parseGenerationFault, startWorker, type RunningWorker } from '@svc/worker';
+import {
+  DeterministicModel,
+  linkBackoff,
+  parseGenerationFault,
+  startWorker,
+  type RunningWorker,
+} from '@svc/worker';
 import { MODEL } from './models.js';
 
 export const WORKER_CAPACITY = 3;
@@ -79,7 +85,7 @@ export async function startReferenceWorker(
     }),
     link: {
       target,
-      backoff: { initialMs: 20, maxMs: 200 },
+      backoff: linkBackoff(20, 200),
       defaultHeartbeatMs: 1_000,
       software: 'svc-worker/orchestrator-test',
     },

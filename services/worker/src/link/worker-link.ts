@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Logger } from '@svc/platform';
+import { retryDelayMs, type Logger, type RetryPolicy } from '@svc/platform';
 import { AsyncQueue, closeClient, createClient, type ServiceClient } from '@svc/proto';
 import {
   HintOutcome,
@@ -9,8 +9,15 @@ import {
 import type { AnswerChannel } from '../jobs/answer-channel.js';
 import type { DeltaFrame } from '../jobs/answer-stream.js';
 import type { FinalAnswerJournal, SignedFinalAnswer } from '../jobs/final-answer-journal.js';
-import { backoffDelayMs, type BackoffPolicy } from './backoff.js';
 import { chunkFrame, finalFrame, helloFrame, jobErrorFrame, type LinkRequest } from './link-frames.js';
+
+/**
+ * The link's redial backoff: exponential from `initialDelayMs` up to `maxDelayMs`, with full jitter (each
+ * wait random in [0, ceiling]), so workers cut off together do not redial together.
+ */
+export function linkBackoff(initialDelayMs: number, maxDelayMs: number): RetryPolicy {
+  return { initialDelayMs, maxDelayMs, multiplier: 2, jitter: 1 };
+}
 
 /** The worker's offer, read fresh for every heartbeat. */
 export interface LinkOffer {
@@ -37,7 +44,7 @@ export interface WorkerLinkOptions {
   readonly offer: () => LinkOffer;
   readonly hints: LinkHintHandlers;
   readonly journal: FinalAnswerJournal;
-  readonly backoff: BackoffPolicy;
+  readonly backoff: RetryPolicy;
   /** Heartbeat period when the welcome names none. */
   readonly defaultHeartbeatMs: number;
   readonly software: string;
@@ -115,7 +122,7 @@ export class WorkerLink implements AnswerChannel {
       }
       const refusedLong = failures > 0 ? failures : 0;
       try {
-        await sleep(backoffDelayMs(this.#options.backoff, refusedLong), undefined, {
+        await sleep(retryDelayMs(this.#options.backoff, refusedLong + 1), undefined, {
           signal: this.#stop.signal,
         });
       } catch {
