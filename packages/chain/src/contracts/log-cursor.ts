@@ -1,3 +1,4 @@
+import { sleepUnlessAborted } from '@svc/platform';
 import type { Provider } from 'ethers';
 import {
   decodeProtocolLog,
@@ -103,24 +104,7 @@ export class ProtocolLogCursor {
         }
         continue;
       }
-      await sleep(options.pollIntervalMs, options.signal);
+      await sleepUnlessAborted(options.pollIntervalMs, options.signal);
     }
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    // An abort that came while reading has fired already: no event will end this sleep.
-    if (signal.aborted) {
-      resolve();
-      return;
-    }
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-    function done(): void {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-  });
 }

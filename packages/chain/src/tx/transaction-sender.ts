@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { JsonRpcProvider, TransactionReceipt, TransactionRequest } from 'ethers';
 import type { NonceAllocator } from '@svc/platform';
 import { ContractRevertError, withDecodedRevert, type ContractError } from '@svc/contracts';
@@ -214,7 +215,7 @@ export class TransactionSender {
     const replaceAfterMs = this.#options.replaceAfterMs ?? 30_000;
     const maxReplacements = this.#options.maxReplacements ?? 4;
     const address = pending.account.address;
-    for (; ; await delay(pollIntervalMs)) {
+    for (; ; await sleep(pollIntervalMs)) {
       const found = await this.#receiptOf(pending);
       if (found) {
         const confirmations = this.#options.confirmations ?? 1;
@@ -308,8 +309,4 @@ export class TransactionSender {
     this.#chainId ??= this.#provider.getNetwork().then((network) => network.chainId);
     return this.#chainId;
   }
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import { withRequestContext, type Logger } from '../logging/index.js';
 import type { DecodedEvent } from './codec.js';
@@ -72,15 +73,7 @@ async function waitToRetry(ms: number, context: DeliveryContext): Promise<void> 
   } while (remaining > 0);
 }
 
-export function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
+export async function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
+  // Rejects only with the abort, which ends the sleep early by design.
+  await sleep(ms, undefined, { signal }).catch(() => undefined);
 }

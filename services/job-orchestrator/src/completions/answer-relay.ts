@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fromBinary } from '@bufbuild/protobuf';
 import { AnswerFrameKind, JobState, decryptAnswerFrame, responseHashOf, type Job } from '@svc/chain';
 import type { FrameCursor, FrameStreams, Logger } from '@svc/platform';
@@ -134,8 +135,4 @@ export class AnswerRelay {
       if (final && !batch.length) await sleep(Math.min(pollIntervalMs, 50));
     }
   }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

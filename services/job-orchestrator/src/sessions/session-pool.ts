@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { getBytes } from 'ethers';
 import { SessionState } from '@svc/chain';
@@ -246,7 +247,7 @@ export class SessionPool {
       const live = await this.#options.workers.live();
       const freed = live.find((candidate) => candidate.address.toLowerCase() === worker.toLowerCase());
       if (!freed || freed.freeSessionSlots > 0 || Date.now() >= deadline) return live;
-      await new Promise((resolve) => setTimeout(resolve, this.#options.claimPollIntervalMs));
+      await sleep(this.#options.claimPollIntervalMs);
     }
   }
 
@@ -335,7 +336,7 @@ export class SessionPool {
         const last = await chain.reads.getSession(sessionId);
         return last.state === SessionState.Active ? claimed(last.publicKey) : { kind: 'unclaimed' };
       }
-      await new Promise((resolve) => setTimeout(resolve, claimPollIntervalMs));
+      await sleep(claimPollIntervalMs);
     }
   }
 

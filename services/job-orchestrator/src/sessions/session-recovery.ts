@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { getBytes } from 'ethers';
 import { ProtocolLogCursor, SessionState } from '@svc/chain';
 import type { Logger, Store } from '@svc/platform';
@@ -78,7 +79,7 @@ export class SessionRecovery {
       const deadline = Date.now() + waitForOtherMs;
       while (Date.now() < deadline) {
         if ((await store.values.get(RECOVERED_KEY)) !== null) return true;
-        await new Promise((resolve) => setTimeout(resolve, WAIT_POLL_MS));
+        await sleep(WAIT_POLL_MS);
       }
       return false;
     }

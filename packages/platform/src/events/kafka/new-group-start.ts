@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Admin } from 'kafkajs';
 import type { EventBusLogger } from '../delivery.js';
 
@@ -43,7 +44,7 @@ export async function startNewGroupAtEnd(
         // kafkajs keeps the stale leader until its metadata ages out; fetchTopicMetadata refreshes it.
         await admin.fetchTopicMetadata({ topics: [topic] }).catch(() => undefined);
       }
-      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      await sleep(delayMs);
     }
   }
 }
