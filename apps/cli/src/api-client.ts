@@ -1,16 +1,11 @@
+import type {
+  ApiKeyJson,
+  MintedApiKeyJson,
+  MintKeyRequestJson,
+  SignInChallengeJson,
+  SignInResultJson,
+} from '@svc/api';
 import { EXIT, CliError, apiError } from './errors.js';
-
-/** A key as `/api/api-keys` lists it (docs/api.md, API key resource). */
-export interface ApiKey {
-  readonly id: string;
-  readonly prefix: string;
-  readonly name: string;
-  readonly spendCapWei: string | null;
-  readonly spentWei: string;
-  readonly limitHits: { rate: number; concurrency: number; spendCap: number; sessionOpens: number };
-  readonly createdAt: string;
-  readonly revokedAt: string | null;
-}
 
 /** The sign-in and key routes (`/api`); every refusal becomes a CliError with the API's code and remedy. */
 export class ApiClient {
@@ -19,23 +14,23 @@ export class ApiClient {
     private readonly token?: string,
   ) {}
 
-  challenge(address: string): Promise<{ nonce: string; message: string }> {
+  challenge(address: string): Promise<SignInChallengeJson> {
     return this.call('GET', `/api/auth/challenge?address=${encodeURIComponent(address)}`);
   }
 
-  verify(message: string, signature: string): Promise<{ token: string; expiresAt: string; address: string }> {
+  verify(message: string, signature: string): Promise<SignInResultJson> {
     return this.call('POST', '/api/auth/verify', { message, signature });
   }
 
-  listKeys(): Promise<ApiKey[]> {
+  listKeys(): Promise<ApiKeyJson[]> {
     return this.call('GET', '/api/api-keys');
   }
 
-  createKey(body: { name?: string; spendCapWei?: string | null }): Promise<ApiKey & { key: string }> {
+  createKey(body: MintKeyRequestJson): Promise<MintedApiKeyJson> {
     return this.call('POST', '/api/api-keys', body);
   }
 
-  setCap(id: string, spendCapWei: string | null): Promise<ApiKey> {
+  setCap(id: string, spendCapWei: string | null): Promise<ApiKeyJson> {
     return this.call('PATCH', `/api/api-keys/${encodeURIComponent(id)}`, { spendCapWei });
   }
 

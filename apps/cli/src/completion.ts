@@ -1,11 +1,9 @@
+import { SERVICE_HEADER, type ChatCompletionChunkJson, type ServiceObject } from '@svc/api';
 import OpenAI from 'openai';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import { unreachable } from './api-client.js';
 import { EXIT, CliError, apiError } from './errors.js';
 import type { Output } from './output.js';
-
-/** The `service` object of an answer (docs/api.md): where the job ran and what it cost. */
-export type ServiceObject = Readonly<Record<string, unknown>>;
 
 export interface CompletionRequest {
   readonly model: string;
@@ -63,7 +61,8 @@ export async function streamCompletion(
       const delta = chunk.choices[0]?.delta?.content ?? '';
       text += delta;
       output.write(delta);
-      service ??= (chunk as unknown as { service?: ServiceObject }).service;
+      // The service's extension of OpenAI's chunk: the last one carries the `service` object.
+      service ??= (chunk as unknown as ChatCompletionChunkJson).service;
     }
     output.write('\n');
     return { text, service: service ?? serviceHeader(response.headers), headers: response.headers };
@@ -87,6 +86,6 @@ export function completionError(error: unknown, baseUrl: string): unknown {
 }
 
 function serviceHeader(headers: Headers): ServiceObject | undefined {
-  const value = headers.get('x-service');
+  const value = headers.get(SERVICE_HEADER);
   return value ? (JSON.parse(value) as ServiceObject) : undefined;
 }

@@ -1,3 +1,4 @@
+import { errorOfBody } from '@svc/api';
 import { remedyOf } from './remedies.js';
 
 /** The exit codes of `svc` (docs/cli.md). */
@@ -57,21 +58,10 @@ function exitCodeOfStatus(status: number): ExitCode {
  * `{ error: { message, code, … } }` or `/api`'s `{ error: "<code>", message }`.
  */
 export function apiError(status: number, body: unknown, retryAfter?: string | null): CliError {
-  let code: string | null = null;
-  let message = `the server answered ${status}`;
-  let fields: Record<string, unknown> = {};
-  if (isRecord(body)) {
-    const error = body.error;
-    if (isRecord(error)) {
-      const { message: text, code: errorCode, type: _type, param: _param, ...rest } = error;
-      if (typeof text === 'string') message = text;
-      if (typeof errorCode === 'string') code = errorCode;
-      fields = rest;
-    } else if (typeof error === 'string') {
-      code = error;
-      if (typeof body.message === 'string') message = body.message;
-    }
-  }
+  const error = errorOfBody(body);
+  const code = error?.code ?? null;
+  const message = error?.message ?? `the server answered ${status}`;
+  let fields: Readonly<Record<string, unknown>> = error?.fields ?? {};
   // Seconds, as the service sends it (an HTTP date is left out rather than misread).
   if (retryAfter && /^[0-9]+$/.test(retryAfter)) fields = { ...fields, retry_after: Number(retryAfter) };
   const remedy =
@@ -82,8 +72,4 @@ export function apiError(status: number, body: unknown, retryAfter?: string | nu
         ? { remedy: 'Fix the request.' }
         : {});
   return new CliError(message, exitCodeOfStatus(status), { status, code, ...remedy, fields });
-}
-
-export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

@@ -1,4 +1,4 @@
-import { REMEDIES as DOCUMENTED_REMEDIES, remedyFor } from '@svc/platform/remedies';
+import { REMEDIES as DOCUMENTED_REMEDIES, remedyFor } from '@svc/api';
 
 /** The `svc` command that carries out the remedy of a code, where there is one. */
 const COMMANDS: Readonly<Record<string, string>> = {
@@ -30,7 +30,7 @@ const COMMANDS: Readonly<Record<string, string>> = {
 };
 
 /**
- * What to do about each error code the API answers: the remedy docs/api.md gives (@svc/platform/remedies),
+ * What to do about each error code the API answers: the remedy docs/api.md gives (@svc/api's REMEDIES),
  * then the `svc` command that carries it out where there is one.
  */
 export const REMEDIES: Readonly<Record<string, { readonly remedy: string; readonly command?: string }>> =

@@ -1,7 +1,8 @@
 import { useCallback, useEffect, useState } from 'preact/hooks';
+import type { ChainJson } from '@svc/api';
 import type { ServiceError } from './api/api-error.js';
 import type { DelegateAccepts } from './api/delegate-accepts.js';
-import { serviceApi, type ServiceChain } from './api/service-api.js';
+import { serviceApi } from './api/service-api.js';
 import { ErrorNotice } from './views/error-notice.js';
 import { KeysView } from './views/keys-view.js';
 import { SessionStatus } from './views/session-status.js';
@@ -53,7 +54,7 @@ export function App() {
   const [session, setSession] = useState<SignInSession | undefined>(() => restoreSession());
   const [notice, setNotice] = useState<string>();
   const [route, setRoute] = useState<Route>(() => routeOf(window.location.hash));
-  const [chain, setChain] = useState<ServiceChain>();
+  const [chain, setChain] = useState<ChainJson>();
   const [chainError, setChainError] = useState<unknown>();
   // The last key minted or pasted: in memory only, gone with the tab, never stored.
   const [apiKey, setApiKey] = useState('');

@@ -7,7 +7,7 @@ export type {
   CompletionBackend,
   CompletionEvent,
   CompletionRequest,
-  JobDescription,
+  ServiceInfo,
   ModelListing,
   PaymentChain,
 } from './v1/completion-backend.js';

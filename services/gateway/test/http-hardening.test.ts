@@ -13,7 +13,7 @@ import { buildGatewayApp, buildLimitHitReporter } from '../src/service.js';
 import type {
   CompletionBackend,
   CompletionEvent,
-  JobDescription,
+  ServiceInfo,
   ModelListing,
   PaymentChain,
 } from '../src/v1/completion-backend.js';
@@ -34,7 +34,7 @@ const TIMEOUT_ENV = {
 // Node checks the timeouts on a sweep; allow for it and for a busy machine.
 const SLACK_MS = 1_000;
 
-const JOB: JobDescription = {
+const JOB: ServiceInfo = {
   jobId: '1',
   sessionId: '1',
   txHash: `0x${'ab'.repeat(32)}`,
@@ -58,14 +58,14 @@ class SlowStreamBackend implements CompletionBackend {
   }
 
   async *runCompletion(): AsyncIterable<CompletionEvent> {
-    yield { kind: 'started', job: JOB, feeWei: 1n };
+    yield { case: 'started', service: JOB, feeWei: 1n };
     let text = '';
     for (let piece = 0; piece < STREAMED_PIECES; piece += 1) {
       await sleep(PIECE_INTERVAL_MS);
       text += `${piece} `;
-      yield { kind: 'delta', text: `${piece} ` };
+      yield { case: 'delta', text: `${piece} ` };
     }
-    yield { kind: 'completed', text, job: JOB, chargedWei: 1n };
+    yield { case: 'completed', text, service: JOB, chargedWei: 1n };
   }
 }
 

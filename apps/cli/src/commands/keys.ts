@@ -1,4 +1,5 @@
-import { ApiClient, type ApiKey } from '../api-client.js';
+import type { ApiKeyJson } from '@svc/api';
+import { ApiClient } from '../api-client.js';
 import { formatAmount, parseAmount } from '../amounts.js';
 import type { CommandContext } from '../context.js';
 
@@ -11,7 +12,7 @@ function capOf(text: string): string | null {
   return text.toLowerCase() === 'none' ? null : parseAmount(text, 'cap').toString();
 }
 
-function describeCap(key: ApiKey): string {
+function describeCap(key: ApiKeyJson): string {
   return key.spendCapWei === null ? 'no cap' : `cap ${formatAmount(key.spendCapWei)}`;
 }
 

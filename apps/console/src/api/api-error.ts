@@ -1,4 +1,4 @@
-import { remedyFor } from '@svc/platform/remedies';
+import { remedyFor } from '@svc/api';
 
 /**
  * An error the service answered, in the one shape the console shows: the wire code (`/api`'s `error`,

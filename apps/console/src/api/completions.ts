@@ -1,3 +1,4 @@
+import type { ChatCompletionChunkJson, ServiceObject, StreamErrorEvent } from '@svc/api';
 import { createParser } from 'eventsource-parser';
 import { ServiceError } from './api-error.js';
 import { request } from './request.js';
@@ -5,15 +6,6 @@ import { request } from './request.js';
 // The playground calls `/v1` the way any OpenAI client does: fetch, and the stream read with a small SSE
 // parser. (The official `openai` package would work too, but would add ~400 kB to the page; the e2e tests
 // drive /v1 with it.)
-
-/** The `service` object of docs/api.md: the on-chain job that answered. */
-export interface ServiceInfo {
-  readonly job_id: string;
-  readonly session_id: string;
-  readonly tx_hash: string;
-  readonly worker: string;
-  readonly dropped_messages?: number;
-}
 
 export interface ChatTurn {
   readonly role: 'system' | 'user' | 'assistant';
@@ -36,7 +28,7 @@ export async function streamCompletion(
   call: { model: string; messages: readonly ChatTurn[]; conversationId: string },
   onText: (text: string) => void,
   signal: AbortSignal,
-): Promise<ServiceInfo | undefined> {
+): Promise<ServiceObject | undefined> {
   const response = await request('POST', '/v1/chat/completions', {
     bearer: apiKey,
     body: {
@@ -59,8 +51,8 @@ export async function streamCompletion(
 export async function readCompletionStream(
   body: ReadableStream<Uint8Array>,
   onText: (text: string) => void,
-): Promise<ServiceInfo | undefined> {
-  let service: ServiceInfo | undefined;
+): Promise<ServiceObject | undefined> {
+  let service: ServiceObject | undefined;
   let outcome: 'done' | ServiceError | undefined;
   const parser = createParser({
     onEvent({ data }) {
@@ -69,11 +61,8 @@ export async function readCompletionStream(
         outcome = 'done';
         return;
       }
-      let chunk: {
-        error?: { code?: string; message?: string };
-        choices?: { delta?: { content?: string } }[];
-        service?: ServiceInfo;
-      };
+      // A chunk, or the error event in place of `[DONE]`; read defensively, as another server may send either.
+      let chunk: Partial<ChatCompletionChunkJson> & Partial<StreamErrorEvent>;
       try {
         chunk = JSON.parse(data) as typeof chunk;
       } catch {

@@ -1,3 +1,4 @@
+import { errorOfBody } from '@svc/api';
 import { ServiceError, unreachable } from './api-error.js';
 
 /**
@@ -32,27 +33,17 @@ export async function request(
 }
 
 async function serviceErrorOf(response: Response): Promise<ServiceError> {
-  const body = ((await response.json().catch(() => undefined)) ?? {}) as {
-    error?: unknown;
-    message?: unknown;
-  };
+  const body: unknown = await response.json().catch(() => undefined);
   const retryAfter = Number(response.headers.get('retry-after'));
   const waited = Number.isFinite(retryAfter) && retryAfter > 0 ? { retry_after: retryAfter } : {};
   const fallback = `The service answered ${response.status}.`;
-  if (typeof body.error === 'object' && body.error !== null) {
-    // `/v1`: OpenAI's shape, with the service's extra fields (`accepts`, `spend_cap_wei`) inside `error`.
-    const error = body.error as Record<string, unknown>;
-    return new ServiceError(
-      response.status,
-      typeof error['code'] === 'string' ? error['code'] : null,
-      typeof error['message'] === 'string' ? error['message'] : fallback,
-      { ...error, ...waited },
-    );
-  }
-  return new ServiceError(
-    response.status,
-    typeof body.error === 'string' ? body.error : null,
-    typeof body.message === 'string' ? body.message : fallback,
-    waited,
-  );
+  // `/v1`: OpenAI's shape, with the service's extra fields (`accepts`, `spend_cap_wei`) inside `error`.
+  const error = errorOfBody(body);
+  if (error)
+    return new ServiceError(response.status, error.code, error.message ?? fallback, {
+      ...error.fields,
+      ...waited,
+    });
+  const message = (body as { message?: unknown } | undefined)?.message;
+  return new ServiceError(response.status, null, typeof message === 'string' ? message : fallback, waited);
 }

@@ -1,8 +1,8 @@
 import { useCallback, useEffect, useState } from 'preact/hooks';
 import { parseEther } from 'ethers';
+import type { ChainJson } from '@svc/api';
 import { formatEth } from '../amounts.js';
 import type { DelegateAccepts } from '../api/delegate-accepts.js';
-import type { ServiceChain } from '../api/service-api.js';
 import type { Eip1193Provider } from '../wallet/wallet-discovery.js';
 import { ensureChain } from '../wallet/wallet-sign-in.js';
 import {
@@ -20,7 +20,7 @@ const SUGGESTED_DEPOSIT_WEI = parseEther('0.01');
 /** The wallet's standing on JobRegistry, read through its provider, and the step that funds it. */
 export function BalanceView(props: {
   provider: Eip1193Provider;
-  chain: ServiceChain;
+  chain: ChainJson;
   address: string;
   /** The delegate entry of the last call refused 402, if one was: its transaction and least value. */
   refusal: DelegateAccepts | undefined;

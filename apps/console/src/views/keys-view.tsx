@@ -1,13 +1,14 @@
 import { useCallback, useEffect, useState } from 'preact/hooks';
+import type { ApiKeyJson, MintedApiKeyJson } from '@svc/api';
 import { ethDecimal, formatEth, parseEthAmount } from '../amounts.js';
 import { ServiceError } from '../api/api-error.js';
-import { serviceApi, type ApiKey, type MintedKey } from '../api/service-api.js';
+import { serviceApi } from '../api/service-api.js';
 import { ConfirmDialog } from './confirm-dialog.js';
 import { ErrorNotice } from './error-notice.js';
 
 const COLUMNS = ['Key', 'Spend cap', 'Spent', 'Limit hits', 'Created', 'Status', 'Actions'];
 
-type Confirmation = { readonly action: 'revoke' | 'delete'; readonly key: ApiKey };
+type Confirmation = { readonly action: 'revoke' | 'delete'; readonly key: ApiKeyJson };
 
 /**
  * The wallet's API keys: every key, newest first, as `GET /api/api-keys` lists them; minting (the full key
@@ -19,9 +20,9 @@ export function KeysView(props: {
   onUseKey: (key: string) => void;
 }) {
   const { token, onUnauthorized } = props;
-  const [keys, setKeys] = useState<readonly ApiKey[]>();
+  const [keys, setKeys] = useState<readonly ApiKeyJson[]>();
   const [error, setError] = useState<unknown>();
-  const [minted, setMinted] = useState<MintedKey>();
+  const [minted, setMinted] = useState<MintedApiKeyJson>();
   const [editingCap, setEditingCap] = useState<string>();
   const [confirmation, setConfirmation] = useState<Confirmation>();
 
@@ -198,7 +199,11 @@ function CreateKeyForm({
   );
 }
 
-function MintedKeyPanel(props: { minted: MintedKey; onUse: (key: string) => void; onDone: () => void }) {
+function MintedKeyPanel(props: {
+  minted: MintedApiKeyJson;
+  onUse: (key: string) => void;
+  onDone: () => void;
+}) {
   const [copied, setCopied] = useState<'yes' | 'failed'>();
   return (
     <section class="card minted" aria-labelledby="minted-title">
@@ -242,7 +247,7 @@ function MintedKeyPanel(props: { minted: MintedKey; onUse: (key: string) => void
 }
 
 function KeyRow(props: {
-  apiKey: ApiKey;
+  apiKey: ApiKeyJson;
   editingCap: boolean;
   onEditCap: (editing: boolean) => void;
   onSetCap: (spendCapWei: string | null) => Promise<void>;
@@ -335,7 +340,7 @@ function KeyRow(props: {
 }
 
 function CapForm(props: {
-  apiKey: ApiKey;
+  apiKey: ApiKeyJson;
   onSave: (spendCapWei: string) => Promise<void>;
   onCancel: () => void;
 }) {

@@ -1,7 +1,8 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
+import type { ServiceObject } from '@svc/api';
 import { shorten } from '../amounts.js';
 import { ServiceError } from '../api/api-error.js';
-import { listModels, streamCompletion, type ChatTurn, type ServiceInfo } from '../api/completions.js';
+import { listModels, streamCompletion, type ChatTurn } from '../api/completions.js';
 import { delegateAcceptsOf, type DelegateAccepts } from '../api/delegate-accepts.js';
 import type { Eip1193Provider } from '../wallet/wallet-discovery.js';
 import { ErrorNotice } from './error-notice.js';
@@ -13,7 +14,7 @@ interface Exchange {
   readonly id: number;
   readonly question: string;
   readonly answer: string;
-  readonly service?: ServiceInfo;
+  readonly service?: ServiceObject;
   readonly error?: unknown;
   readonly done: boolean;
 }
@@ -266,7 +267,7 @@ function samePayer(refusal: DelegateAccepts, address: string): boolean {
   return refusal.payer.toLowerCase() === address.toLowerCase();
 }
 
-function ServiceDetails({ service }: { service: ServiceInfo }) {
+function ServiceDetails({ service }: { service: ServiceObject }) {
   return (
     <details class="service" open>
       <summary>On chain: job {service.job_id}</summary>

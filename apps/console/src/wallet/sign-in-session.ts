@@ -1,4 +1,4 @@
-import type { SignInToken } from '../api/service-api.js';
+import type { SignInResultJson } from '@svc/api';
 
 // sessionStorage, never localStorage: the token lives as long as the tab, survives a reload, and is never
 // shared with other tabs or left on disk after the browser closes.
@@ -19,7 +19,7 @@ export interface SignInSession {
  * (`exp` − `iat`) from the moment it arrived. A browser whose clock is off from the server's still counts
  * down the hour the server gave, instead of signing out at once or never.
  */
-export function sessionOf(token: SignInToken, walletId: string, receivedAt = Date.now()): SignInSession {
+export function sessionOf(token: SignInResultJson, walletId: string, receivedAt = Date.now()): SignInSession {
   const lifetimeMs = lifetimeOf(token.token);
   const expiresAt = lifetimeMs === undefined ? Date.parse(token.expiresAt) : receivedAt + lifetimeMs;
   return { token: token.token, address: token.address, walletId, expiresAt };

@@ -1,6 +1,6 @@
 import { jobRegistryAbi } from '@svc/contracts/abi';
 import { BrowserProvider, Contract, getAddress, Interface, isError, type TransactionReceipt } from 'ethers';
-import type { ServiceChain } from '../api/service-api.js';
+import type { ChainJson } from '@svc/api';
 import type { Eip1193Provider } from './wallet-discovery.js';
 import { ensureChain } from './wallet-sign-in.js';
 
@@ -45,7 +45,7 @@ export class WrongChainError extends Error {
 
 export async function readPosition(
   provider: Eip1193Provider,
-  chain: ServiceChain & { delegate: string },
+  chain: ChainJson & { delegate: string },
   address: string,
 ): Promise<WalletPosition> {
   const walletChainId = Number(await provider.request({ method: 'eth_chainId' }));
@@ -63,7 +63,7 @@ export async function readPosition(
 
 /** `depositAndAuthorize(delegate)` as the delegate-path 402's `accepts` entry spells it, for a given value. */
 export function depositAndAuthorize(
-  chain: ServiceChain & { delegate: string },
+  chain: ChainJson & { delegate: string },
   value: bigint,
 ): FundingTransaction {
   return {

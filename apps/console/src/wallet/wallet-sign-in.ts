@@ -1,5 +1,6 @@
 import { getAddress, hexlify, toUtf8Bytes } from 'ethers';
-import { serviceApi, type SignInToken } from '../api/service-api.js';
+import type { SignInResultJson } from '@svc/api';
+import { serviceApi } from '../api/service-api.js';
 import type { Eip1193Provider } from './wallet-discovery.js';
 
 /** EIP-3326's error when the wallet does not know the chain. */
@@ -48,7 +49,7 @@ export async function ensureChain(provider: Eip1193Provider, chainId: number): P
  * `personal_sign`, then verified for a token. The wallet is moved to the challenge's chain first, so what
  * it shows the user is the chain the service checks.
  */
-export async function signIn(provider: Eip1193Provider): Promise<SignInToken> {
+export async function signIn(provider: Eip1193Provider): Promise<SignInResultJson> {
   const address = await requestAccount(provider);
   const { message } = await serviceApi.challenge(address);
   await ensureChain(provider, chainIdOf(message));

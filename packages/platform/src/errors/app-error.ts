@@ -1,5 +1,6 @@
+import { API_ERRORS, isApiErrorName, type ApiErrorName, type ApiErrorSpec } from '@svc/api';
 import { RpcError } from '@svc/proto';
-import { API_ERRORS, isApiErrorName, type ApiErrorName, type ApiErrorSpec } from './catalogue.js';
+import { GRPC_STATUS_OF_ERROR } from './grpc-status.js';
 
 /** Extra public fields of an error, e.g. `spend_cap_wei` or `accepts`; they appear inside `error` on `/v1`. */
 export type ErrorFields = Record<string, unknown>;
@@ -14,7 +15,10 @@ export interface AppErrorOptions {
   cause?: unknown;
 }
 
-/** A domain error from the catalogue. Internal code throws these; only the edge turns them into HTTP, SSE or gRPC. */
+/**
+ * A domain error from the catalogue (`@svc/api`). Internal code throws these; only the edge turns them into
+ * HTTP, SSE (the catalogue's bodies, `@svc/api`) or gRPC (here).
+ */
 export class AppError extends Error {
   override readonly name = 'AppError';
   readonly spec: ApiErrorSpec;
@@ -58,7 +62,7 @@ export function appErrorToRpc(error: AppError): RpcError {
   if (error.retryAfterSeconds !== undefined) details.retryAfterSeconds = error.retryAfterSeconds;
   if (Object.keys(error.headers).length > 0) details.headers = error.headers;
   return new RpcError(
-    error.spec.grpcStatus,
+    GRPC_STATUS_OF_ERROR[error.code],
     error.message,
     error.code,
     Object.keys(details).length ? { ...details } : undefined,

@@ -1,4 +1,3 @@
-export { API_ERRORS, isApiErrorName, type ApiErrorName, type ApiErrorSpec } from './catalogue.js';
 export {
   AppError,
   appErrorFromRpc,
@@ -8,7 +7,7 @@ export {
   type AppErrorOptions,
   type ErrorFields,
 } from './app-error.js';
-export { apiErrorBody, errorHeaders, streamErrorEvent, v1ErrorBody } from './wire.js';
+export { GRPC_STATUS_OF_ERROR } from './grpc-status.js';
 export {
   isPaymentRefusalCode,
   PAYMENT_REFUSAL_CODES,

@@ -1,5 +1,5 @@
+import type { ApiErrorName } from '@svc/api';
 import { PaymentRefusalCode as PaymentRefusalCodeMessage } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
-import type { ApiErrorName } from './catalogue.js';
 
 /**
  * The public codes a per-call payment is refused with, in the protocol's check order (docs/protocol.md,

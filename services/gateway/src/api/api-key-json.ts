@@ -1,27 +1,12 @@
 import { timestampDate, type Timestamp } from '@bufbuild/protobuf/wkt';
+import type { ApiKeyJson } from '@svc/api';
 import type { ApiKey } from '@svc/proto/gen/svc/key/v1/api_key_pb';
-
-/** An API key as listed (docs/api.md, API key resource). */
-export interface ApiKeyJson {
-  readonly id: string;
-  readonly prefix: string;
-  readonly name: string;
-  readonly spendCapWei: string | null;
-  readonly spentWei: string;
-  readonly limitHits: {
-    readonly rate: number;
-    readonly concurrency: number;
-    readonly spendCap: number;
-    readonly sessionOpens: number;
-  };
-  readonly createdAt: string;
-  readonly revokedAt: string | null;
-}
 
 function isoTime(timestamp: Timestamp | undefined): string | null {
   return timestamp === undefined ? null : timestampDate(timestamp).toISOString();
 }
 
+/** A key from the key-service as `/api/api-keys` lists it (docs/api.md, API key resource). */
 export function apiKeyJson(key: ApiKey): ApiKeyJson {
   const hits = key.limitHits;
   return {

@@ -1,5 +1,6 @@
 import { create } from '@bufbuild/protobuf';
 import { EmptySchema } from '@bufbuild/protobuf/wkt';
+import type { MintedApiKeyJson } from '@svc/api';
 import { Router } from 'express';
 import type { KeyServiceClient } from '../key-service-client.js';
 import { apiKeyJson } from './api-key-json.js';
@@ -34,7 +35,8 @@ export function apiKeyRoutes(keyService: KeyServiceClient): Router {
       spendCapWei: capWei(spendCap),
     });
     if (minted.apiKey === undefined) throw new Error('key-service minted a key without a listing');
-    res.status(201).json({ ...apiKeyJson(minted.apiKey), key: minted.fullKey });
+    const mintedKey: MintedApiKeyJson = { ...apiKeyJson(minted.apiKey), key: minted.fullKey };
+    res.status(201).json(mintedKey);
   });
 
   router.get('/', async (_req, res) => {

@@ -1,25 +1,17 @@
 import type { Logger, RateWindows } from '@svc/platform';
 import express, { Router } from 'express';
 import { apiErrorHandler, apiRouteNotFound } from '../http/api-errors.js';
-import { BadCredentialGuard } from '../http/bad-credential-guard.js';
-import { clientNetwork } from '../http/client-address.js';
-import { rateLimited } from '../http/rate-limit.js';
 import { bindRequestContext } from '../http/request-context.js';
 import type { KeyServiceClient } from '../key-service-client.js';
+import { apiLimits, type ApiLimitSettings } from '../limits/api-limits.js';
 import type { CompletionBackend } from '../v1/completion-backend.js';
 import { apiKeyRoutes } from './api-key-routes.js';
 import { describeChainHandler } from './chain-route.js';
 import { signInRoutes } from './sign-in-routes.js';
-import { requireWalletSignIn, signedInWallet } from './wallet-sign-in.js';
+import { requireWalletSignIn } from './wallet-sign-in.js';
 
-export interface ApiRouterSettings {
+export interface ApiRouterSettings extends ApiLimitSettings {
   readonly bodyLimit: string;
-  readonly keyRoutesRateLimit: number;
-  readonly keyRoutesRateWindowMs: number;
-  readonly badTokenRateLimit: number;
-  readonly badTokenRateWindowMs: number;
-  readonly signInRateLimit: number;
-  readonly signInRateWindowMs: number;
 }
 
 export interface ApiRouterPorts {
@@ -53,49 +45,15 @@ export function apiRouter({
   // body's stream events fire outside it.
   const readJsonBody = [express.json({ limit: settings.bodyLimit, type: () => true }), bindRequestContext()];
 
-  router.use(
-    '/auth',
-    rateLimited(rateWindows, {
-      name: 'sign-in:ip',
-      limit: settings.signInRateLimit,
-      windowMs: settings.signInRateWindowMs,
-      subject: clientNetwork,
-      refusal: 'Too many sign-in calls from this address',
-    }),
-    readJsonBody,
-    signInRoutes(keyService),
-  );
-  // Public, so counted per client address like sign-in, in a window of its own: loading the console must
-  // not spend the address's sign-in budget.
-  router.get(
-    '/chain',
-    rateLimited(rateWindows, {
-      name: 'chain:ip',
-      limit: settings.signInRateLimit,
-      windowMs: settings.signInRateWindowMs,
-      subject: clientNetwork,
-      refusal: 'Too many chain lookups from this address',
-    }),
-    describeChainHandler(completions),
-  );
+  const limits = apiLimits(rateWindows, settings);
+
+  router.use('/auth', limits.signIn, readJsonBody, signInRoutes(keyService));
+  // Public, so counted per client address like sign-in, in a window of its own.
+  router.get('/chain', limits.chain, describeChainHandler(completions));
   router.use(
     '/api-keys',
-    requireWalletSignIn(
-      keyService,
-      new BadCredentialGuard(rateWindows, {
-        name: 'api:bad-tokens',
-        limit: settings.badTokenRateLimit,
-        windowMs: settings.badTokenRateWindowMs,
-        refusal: 'Too many calls with an invalid or expired sign-in token from this address',
-      }),
-    ),
-    rateLimited(rateWindows, {
-      name: 'api-keys:wallet',
-      limit: settings.keyRoutesRateLimit,
-      windowMs: settings.keyRoutesRateWindowMs,
-      subject: (_req, res) => signedInWallet(res).toLowerCase(),
-      refusal: 'Too many key management calls for this wallet',
-    }),
+    requireWalletSignIn(keyService, limits.badTokens),
+    limits.keyRoutes,
     readJsonBody,
     apiKeyRoutes(keyService),
   );

@@ -1,3 +1,4 @@
+import type { ChainJson } from '@svc/api';
 import { AppError } from '@svc/platform';
 import type { RequestHandler } from 'express';
 import type { CompletionBackend } from '../v1/completion-backend.js';
@@ -14,6 +15,11 @@ export function describeChainHandler(backend: CompletionBackend | undefined): Re
         message: 'Completions are off on this server: it pays no jobs on any chain.',
       });
     const chain = await backend.describeChain();
-    res.json({ chainId: chain.chainId, jobRegistry: chain.jobRegistry, delegate: chain.delegate ?? null });
+    const described: ChainJson = {
+      chainId: chain.chainId,
+      jobRegistry: chain.jobRegistry,
+      delegate: chain.delegate ?? null,
+    };
+    res.json(described);
   };
 }

@@ -1,10 +1,10 @@
 import { AppError, appErrorFromRpc } from '@svc/platform';
 import { isRpcError } from '@svc/proto';
 import type { Request, RequestHandler, Response } from 'express';
-import type { BadCredentialGuard } from '../http/bad-credential-guard.js';
 import { bearerToken } from '../http/bearer-token.js';
 import { clientNetwork } from '../http/client-address.js';
 import type { KeyServiceClient } from '../key-service-client.js';
+import type { BadCredentialGuard } from '../limits/bad-credential-guard.js';
 
 // Sign-in tokens are compact JWTs of a few hundred bytes; anything far longer is not worth a call.
 const MAX_TOKEN_LENGTH = 4096;

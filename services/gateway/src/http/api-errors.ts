@@ -1,11 +1,5 @@
-import {
-  AppError,
-  apiErrorBody,
-  appErrorFromRpc,
-  errorHeaders,
-  isAppError,
-  type Logger,
-} from '@svc/platform';
+import { apiErrorBody, errorHeaders, type ApiErrorBody } from '@svc/api';
+import { AppError, appErrorFromRpc, isAppError, type Logger } from '@svc/platform';
 import { isRpcError } from '@svc/proto';
 import type { ErrorRequestHandler, RequestHandler, Response } from 'express';
 
@@ -101,5 +95,6 @@ export function apiRouteNotFound(): RequestHandler {
 
 /** A 404 `not_found` in the `/api` shape: a path the server does not serve here, never a resource. */
 export function answerNotFound(res: Response, message: string): void {
-  res.status(404).json({ error: 'not_found', message });
+  const body: ApiErrorBody = { error: 'not_found', message };
+  res.status(404).json(body);
 }

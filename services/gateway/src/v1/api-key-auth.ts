@@ -1,25 +1,14 @@
 import { AppError, type RevocationMarkers } from '@svc/platform';
 import type { Request, RequestHandler, Response } from 'express';
-import type { BadCredentialGuard } from '../http/bad-credential-guard.js';
 import { bearerToken } from '../http/bearer-token.js';
 import { clientNetwork } from '../http/client-address.js';
-import { rateLimitRefusal, rateWindowKey } from '../http/rate-limit.js';
+import type { BadCredentialGuard } from '../limits/bad-credential-guard.js';
+import { keyRateRefusal, keyRateWindow, type KeyRateLimit } from '../limits/key-rate-limit.js';
 import type { KeyResolutionCache, ResolvedApiKey } from './key-resolution-cache.js';
 
 const API_KEY_PREFIX = 'svc_';
 // Far longer than any key we issue; nothing longer is worth hashing or sending to the key-service.
 const MAX_PRESENTED_KEY_LENGTH = 256;
-
-/** The per-key rate limit on `/v1` calls. */
-export interface KeyRateLimit {
-  readonly limit: number;
-  readonly windowMs: number;
-  /**
-   * Told of each refusal (to count it in the key's `limitHits`); the refusal is answered once it settles, so
-   * a listing asked for next shows it. Must not throw or reject.
-   */
-  onRefused(keyId: string): Promise<void> | void;
-}
 
 export interface ApiKeyAuthPorts {
   readonly cache: KeyResolutionCache;
@@ -62,8 +51,6 @@ export function authenticateApiKey({
   badKeys,
   keyRate,
 }: ApiKeyAuthPorts): RequestHandler {
-  const keyRateRule = { ...keyRate, refusal: 'Too many calls with this API key' };
-
   async function refuse(req: Request, message: string): Promise<never> {
     throw await badKeys.refusal(clientNetwork(req), invalidApiKey(message));
   }
@@ -82,22 +69,15 @@ export function authenticateApiKey({
     if (key === undefined) return refuse(req, UNKNOWN_OR_REVOKED);
 
     const { marked, verdict } = await revocations.hitByMarker(key.keyId, {
-      ifClear: {
-        key: rateWindowKey('v1:key', key.keyId),
-        limit: keyRate.limit,
-        windowMs: keyRate.windowMs,
-      },
+      ifClear: keyRateWindow(keyRate, key.keyId),
       ifMarked: badKeys.window(clientNetwork(req)),
     });
     if (marked) {
       cache.evict(key.keyId);
       throw badKeys.answer(verdict, invalidApiKey(UNKNOWN_OR_REVOKED));
     }
-    const refusal = rateLimitRefusal(res, verdict, keyRateRule);
-    if (refusal !== undefined) {
-      await keyRate.onRefused(key.keyId);
-      throw refusal;
-    }
+    const refusal = await keyRateRefusal(res, verdict, keyRate, key.keyId);
+    if (refusal !== undefined) throw refusal;
     res.locals.apiKey = key;
     next();
   };

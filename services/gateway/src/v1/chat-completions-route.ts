@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
+import type { ChatCompletionRequest } from '@svc/api';
 import { AppError, isAppError, type Logger } from '@svc/platform';
 import { PAYMENT_SIGNATURE_HEADER } from '@svc/x402';
 import type { RequestHandler, Response } from 'express';
+import type { CallSlot, CallSlots } from '../limits/call-slots.js';
 import { ClientGoneError, drainFor, untilAborted } from './abortable-events.js';
 import { authenticatedKey, presentedApiKey } from './api-key-auth.js';
-import type { CallSlot, CallSlots } from './call-slots.js';
-import { parseChatCompletionBody, type ChatCompletionBody } from './chat-request.js';
+import { parseChatCompletionBody } from './chat-request.js';
 import type { CompletionBackend, CompletionEvent, CompletionPayment } from './completion-backend.js';
 import { answerWithJson, relayAsEvents, type AnswerHeaders } from './completion-relay.js';
 import type { ResolvedApiKey } from './key-resolution-cache.js';
@@ -36,7 +37,7 @@ const LEFT_CALL_WATCH_MS = 60_000;
 /** A call past validation: an API key, a verified per-call payment, or both. */
 interface CompletionCall {
   readonly callId: string;
-  readonly body: ChatCompletionBody;
+  readonly body: ChatCompletionRequest;
   readonly res: Response;
   readonly key: ResolvedApiKey | undefined;
   readonly payment: PaymentReservation | undefined;
@@ -82,13 +83,8 @@ export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHand
     }
     const foreignPayer = payment && perCall?.foreignPayer(payment.payment, key);
     if (foreignPayer) throw foreignPayer;
-    try {
-      return await slots.acquire(key.keyId);
-    } catch (error) {
-      if (isAppError(error) && error.code === 'concurrency_limit_exceeded')
-        await limitHits.report(key.keyId, 'concurrency');
-      throw error;
-    }
+    // A refusal is counted in the key's `limitHits.concurrency` (see v1Limits).
+    return slots.acquire(key.keyId);
   }
 
   /** Reserves the fee against the key's cap (every call made with a key, paid per call or not). */
@@ -102,7 +98,7 @@ export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHand
       if (key === undefined || reservation === undefined) throw new Error('a delegate call without a key');
       return {
         payment: {
-          kind: 'delegate',
+          case: 'delegate',
           wallet: key.wallet,
           keyId: key.keyId,
           reservationId: reservation.reservationId,
@@ -125,7 +121,7 @@ export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHand
     const { reservationId, payer, amountWei } = payment.payment;
     return {
       payment: {
-        kind: 'prepaid_debit',
+        case: 'prepaidDebit',
         paymentReservationId: reservationId,
         payer,
         amountWei,
@@ -271,14 +267,14 @@ async function* watchForNotSubmitted(
   onNotSubmitted: () => void,
 ): AsyncGenerator<CompletionEvent> {
   for await (const event of events) {
-    if (event.kind === 'failed' && !event.jobSubmitted) onNotSubmitted();
+    if (event.case === 'failed' && !event.jobSubmitted) onNotSubmitted();
     yield event;
   }
 }
 
 /** The reservations a call holds, for the log. */
 function reservationIds(payment: CompletionPayment): Record<string, string | undefined> {
-  return payment.kind === 'delegate'
+  return payment.case === 'delegate'
     ? { spendReservationId: payment.reservationId }
     : { paymentReservationId: payment.paymentReservationId, spendReservationId: payment.spendReservationId };
 }

@@ -1,4 +1,8 @@
+import type { ChatMessage } from '@svc/api';
 import type { AppError } from '@svc/platform';
+
+/** A message as a job carries it (text parts joined), as `@svc/api` reads it from the request body. */
+export type { ChatMessage, ChatRole } from '@svc/api';
 
 // The port `/v1` runs completions through. The job-orchestrator (over gRPC) is its real implementation;
 // a gateway configured with none answers completions 503 `not_configured` and lists no models.
@@ -13,8 +17,11 @@ export interface ModelListing {
   readonly ownedBy?: string;
 }
 
-/** The `service` object of docs/api.md: the on-chain job that answered and where it ran. */
-export interface JobDescription {
+/**
+ * The `service` object of docs/api.md (the proto's `ServiceInfo`): the on-chain job that answered and where
+ * it ran. `openai-shapes.ts` writes it in the wire's spelling.
+ */
+export interface ServiceInfo {
   readonly jobId: string;
   readonly sessionId: string;
   readonly txHash: string;
@@ -23,17 +30,12 @@ export interface JobDescription {
   readonly droppedMessages?: number;
 }
 
-export type ChatRole = 'system' | 'developer' | 'user' | 'assistant';
-
-/** One message as the job carries it: text parts already joined. */
-export interface ChatMessage {
-  readonly role: ChatRole;
-  readonly content: string;
-}
+// The payment and the events are named as the job-orchestrator's proto names them: `case` and its values
+// are RunCompletionRequest's `payment` and RunCompletionResponse's `event` oneofs, the fields theirs.
 
 /** An API-key call, paid by the key's wallet through the service's delegate. */
 export interface DelegatePayment {
-  readonly kind: 'delegate';
+  readonly case: 'delegate';
   readonly wallet: string;
   readonly keyId: string;
   /** The key-service spend reservation held for this call. */
@@ -47,7 +49,7 @@ export interface DelegatePayment {
  * submits the job in one transaction. With an API key sent beside the payment, the key's cap holds it too.
  */
 export interface PrepaidDebitPayment {
-  readonly kind: 'prepaid_debit';
+  readonly case: 'prepaidDebit';
   /** The payment-settler's reservation of the payment's nonce. */
   readonly paymentReservationId: string;
   /** The wallet the payment debits. */
@@ -84,17 +86,17 @@ export interface CompletionRequest {
  * TTLs as a last resort.
  */
 export type CompletionEvent =
-  | { readonly kind: 'started'; readonly job: JobDescription; readonly feeWei: bigint }
-  | { readonly kind: 'delta'; readonly text: string }
+  | { readonly case: 'started'; readonly service: ServiceInfo; readonly feeWei: bigint }
+  | { readonly case: 'delta'; readonly text: string }
   | {
-      readonly kind: 'completed';
+      readonly case: 'completed';
       readonly text: string;
-      readonly job: JobDescription;
+      readonly service: ServiceInfo;
       /** The fee actually charged; the spend reservation is committed at this amount. */
       readonly chargedWei: bigint;
     }
   | {
-      readonly kind: 'failed';
+      readonly case: 'failed';
       readonly error: AppError;
       /** Whether a job transaction may have been sent; false only when the backend knows none was. */
       readonly jobSubmitted: boolean;

@@ -1,7 +1,7 @@
-import { streamErrorEvent } from '@svc/platform';
+import { SERVICE_HEADER, streamErrorEvent } from '@svc/api';
 import type { Response } from 'express';
 import { ClientGoneError } from './abortable-events.js';
-import type { CompletionEvent, JobDescription } from './completion-backend.js';
+import type { CompletionEvent, ServiceInfo } from './completion-backend.js';
 import {
   chatCompletionChunkJson,
   chatCompletionJson,
@@ -18,7 +18,7 @@ export type OnAnswered = (chargedWei: bigint) => Promise<void>;
  * Headers a 200 carries beside `x-service`, from the job that answered and its fee (the `started` event's,
  * else the fee charged): the `PAYMENT-RESPONSE` of a call paid per call.
  */
-export type AnswerHeaders = (job: JobDescription, feeWei: bigint) => Record<string, string>;
+export type AnswerHeaders = (service: ServiceInfo, feeWei: bigint) => Record<string, string>;
 
 const NO_HEADERS: AnswerHeaders = () => ({});
 
@@ -36,17 +36,17 @@ export async function answerWithJson(
 ): Promise<void> {
   let startedFeeWei: bigint | undefined;
   for await (const event of events) {
-    if (event.kind === 'failed') throw event.error;
-    if (event.kind === 'started') startedFeeWei = event.feeWei;
-    if (event.kind !== 'completed') continue;
+    if (event.case === 'failed') throw event.error;
+    if (event.case === 'started') startedFeeWei = event.feeWei;
+    if (event.case !== 'completed') continue;
     await onAnswered(event.chargedWei);
     res
       .status(200)
       .set({
-        'x-service': serviceHeader(event.job),
-        ...answerHeaders(event.job, startedFeeWei ?? event.chargedWei),
+        [SERVICE_HEADER]: serviceHeader(event.service),
+        ...answerHeaders(event.service, startedFeeWei ?? event.chargedWei),
       })
-      .json(chatCompletionJson(identity, event.text, event.job));
+      .json(chatCompletionJson(identity, event.text, event.service));
     return;
   }
   throw endedWithoutOutcome();
@@ -66,26 +66,26 @@ export async function relayAsEvents(
   answerHeaders: AnswerHeaders = NO_HEADERS,
 ): Promise<void> {
   let opened = false;
-  const open = async (job: JobDescription, feeWei: bigint) => {
+  const open = async (service: ServiceInfo, feeWei: bigint) => {
     if (opened) return;
     opened = true;
-    sse.open({ 'x-service': serviceHeader(job), ...answerHeaders(job, feeWei) });
+    sse.open({ [SERVICE_HEADER]: serviceHeader(service), ...answerHeaders(service, feeWei) });
     await sse.data(chatCompletionChunkJson(identity, { role: 'assistant', content: '' }));
   };
   try {
     for await (const event of events) {
-      switch (event.kind) {
+      switch (event.case) {
         case 'started':
-          await open(event.job, event.feeWei);
+          await open(event.service, event.feeWei);
           break;
         case 'delta':
           if (!opened) throw new Error('the completion backend sent a delta before the job started');
           await sse.data(chatCompletionChunkJson(identity, { content: event.text }));
           break;
         case 'completed':
-          await open(event.job, event.chargedWei);
+          await open(event.service, event.chargedWei);
           await onAnswered(event.chargedWei);
-          await sse.data(chatCompletionChunkJson(identity, {}, { job: event.job }));
+          await sse.data(chatCompletionChunkJson(identity, {}, { service: event.service }));
           await sse.done();
           return;
         case 'failed':

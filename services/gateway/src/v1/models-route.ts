@@ -1,3 +1,4 @@
+import type { ModelListJson } from '@svc/api';
 import type { RequestHandler } from 'express';
 import type { CompletionBackend } from './completion-backend.js';
 import { modelJson } from './openai-shapes.js';
@@ -6,6 +7,7 @@ import { modelJson } from './openai-shapes.js';
 export function listModelsHandler(backend: CompletionBackend | undefined): RequestHandler {
   return async (_req, res) => {
     const models = backend === undefined ? [] : await backend.listModels();
-    res.json({ object: 'list', data: models.map(modelJson) });
+    const list: ModelListJson = { object: 'list', data: models.map(modelJson) };
+    res.json(list);
   };
 }

@@ -1,26 +1,25 @@
-import type { JobDescription } from './completion-backend.js';
+import type {
+  ChatCompletionChunkJson,
+  ChatCompletionDelta,
+  ChatCompletionJson,
+  ModelJson,
+  ServiceObject,
+} from '@svc/api';
+import type { ServiceInfo } from './completion-backend.js';
 
 /** The `service` object of docs/api.md, also sent whole as the `x-service` header. */
-export interface ServiceJson {
-  readonly job_id: string;
-  readonly session_id: string;
-  readonly tx_hash: string;
-  readonly worker: string;
-  readonly dropped_messages?: number;
-}
-
-export function serviceJson(job: JobDescription): ServiceJson {
+export function serviceJson(service: ServiceInfo): ServiceObject {
   return {
-    job_id: job.jobId,
-    session_id: job.sessionId,
-    tx_hash: job.txHash,
-    worker: job.worker,
-    ...(job.droppedMessages === undefined ? {} : { dropped_messages: job.droppedMessages }),
+    job_id: service.jobId,
+    session_id: service.sessionId,
+    tx_hash: service.txHash,
+    worker: service.worker,
+    ...(service.droppedMessages === undefined ? {} : { dropped_messages: service.droppedMessages }),
   };
 }
 
-export function serviceHeader(job: JobDescription): string {
-  return JSON.stringify(serviceJson(job));
+export function serviceHeader(service: ServiceInfo): string {
+  return JSON.stringify(serviceJson(service));
 }
 
 /** What every object of one completion shares. */
@@ -33,7 +32,11 @@ export interface CompletionIdentity {
 }
 
 /** An OpenAI `chat.completion` with exactly one choice, no `usage`, plus `service`. */
-export function chatCompletionJson(identity: CompletionIdentity, text: string, job: JobDescription) {
+export function chatCompletionJson(
+  identity: CompletionIdentity,
+  text: string,
+  service: ServiceInfo,
+): ChatCompletionJson {
   return {
     id: identity.id,
     object: 'chat.completion',
@@ -47,30 +50,28 @@ export function chatCompletionJson(identity: CompletionIdentity, text: string, j
         finish_reason: 'stop',
       },
     ],
-    service: serviceJson(job),
+    service: serviceJson(service),
   };
 }
-
-type ChunkDelta = { readonly role?: 'assistant'; readonly content?: string };
 
 /** One `chat.completion.chunk`; the last one carries `finish_reason` and the `service` object. */
 export function chatCompletionChunkJson(
   identity: CompletionIdentity,
-  delta: ChunkDelta,
-  end?: { readonly job: JobDescription },
-) {
+  delta: ChatCompletionDelta,
+  end?: { readonly service: ServiceInfo },
+): ChatCompletionChunkJson {
   return {
     id: identity.id,
     object: 'chat.completion.chunk',
     created: identity.created,
     model: identity.model,
     choices: [{ index: 0, delta, logprobs: null, finish_reason: end ? 'stop' : null }],
-    ...(end ? { service: serviceJson(end.job) } : {}),
+    ...(end ? { service: serviceJson(end.service) } : {}),
   };
 }
 
 /** `GET /v1/models` entry. */
-export function modelJson(model: { id: string; created?: number; ownedBy?: string }) {
+export function modelJson(model: { id: string; created?: number; ownedBy?: string }): ModelJson {
   // The orchestrator knows only names; 0 and `svc` keep the shape OpenAI clients expect.
   return { id: model.id, object: 'model', created: model.created ?? 0, owned_by: model.ownedBy ?? 'svc' };
 }

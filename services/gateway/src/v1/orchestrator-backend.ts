@@ -3,18 +3,13 @@ import type { GenService } from '@bufbuild/protobuf/codegenv2';
 import type { ApiErrorDetails } from '@svc/proto/gen/svc/common/v1/error_pb';
 import { ChatRole } from '@svc/proto/gen/svc/common/v1/chat_pb';
 import type { PaymentOption } from '@svc/proto/gen/svc/common/v1/payment_option_pb';
-import type { ServiceInfo } from '@svc/proto/gen/svc/common/v1/service_info_pb';
+import type { ServiceInfo as ServiceInfoMessage } from '@svc/proto/gen/svc/common/v1/service_info_pb';
 import type {
   JobOrchestrator,
   RunCompletionRequestSchema,
 } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
-import {
-  AppError,
-  appErrorFromRpc,
-  isApiErrorName,
-  prepaidDebitRequirementsFromProto,
-  type Logger,
-} from '@svc/platform';
+import { isApiErrorName } from '@svc/api';
+import { AppError, appErrorFromRpc, prepaidDebitRequirementsFromProto, type Logger } from '@svc/platform';
 import { isRpcError, type ServiceClient } from '@svc/proto';
 import type {
   ChatRole as GatewayChatRole,
@@ -22,9 +17,9 @@ import type {
   CompletionEvent,
   CompletionPayment,
   CompletionRequest,
-  JobDescription,
   ModelListing,
   PaymentChain,
+  ServiceInfo,
 } from './completion-backend.js';
 
 export type JobOrchestratorMethods = typeof JobOrchestrator extends GenService<infer S> ? S : never;
@@ -92,25 +87,25 @@ export class OrchestratorBackend implements CompletionBackend {
         switch (event.case) {
           case 'started':
             yield {
-              kind: 'started',
-              job: jobOf(event.value.service),
+              case: 'started',
+              service: serviceOf(event.value.service),
               feeWei: weiOf(event.value.feeWei?.decimal, 'fee_wei'),
             };
             break;
           case 'delta':
-            yield { kind: 'delta', text: event.value.text };
+            yield { case: 'delta', text: event.value.text };
             break;
           case 'completed':
             yield {
-              kind: 'completed',
+              case: 'completed',
               text: event.value.text,
-              job: jobOf(event.value.service),
+              service: serviceOf(event.value.service),
               chargedWei: weiOf(event.value.chargedWei?.decimal, 'charged_wei'),
             };
             return;
           case 'failed':
             yield {
-              kind: 'failed',
+              case: 'failed',
               error: appErrorOf(event.value.error),
               jobSubmitted: event.value.jobSubmitted,
             };
@@ -147,7 +142,7 @@ function weiOf(decimal: string | undefined, field: string): bigint {
   return BigInt(decimal);
 }
 
-function jobOf(service: ServiceInfo | undefined): JobDescription {
+function serviceOf(service: ServiceInfoMessage | undefined): ServiceInfo {
   if (service === undefined) throw new Error('the job-orchestrator sent no service object');
   return {
     jobId: service.jobId,
@@ -179,7 +174,7 @@ function appErrorOf(details: ApiErrorDetails | undefined): AppError {
 function paymentMessage(
   payment: CompletionPayment,
 ): MessageInitShape<typeof RunCompletionRequestSchema>['payment'] {
-  switch (payment.kind) {
+  switch (payment.case) {
     case 'delegate':
       return {
         case: 'delegate',
@@ -190,7 +185,7 @@ function paymentMessage(
           maxFeeWei: { decimal: payment.maxFeeWei.toString() },
         },
       };
-    case 'prepaid_debit':
+    case 'prepaidDebit':
       return {
         case: 'prepaidDebit',
         value: {

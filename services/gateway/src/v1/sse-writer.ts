@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import type { ChatCompletionChunkJson, StreamErrorEvent } from '@svc/api';
 import type { Response } from 'express';
 
 /**
@@ -22,7 +23,7 @@ export class SseWriter {
     });
   }
 
-  async data(payload: unknown): Promise<void> {
+  async data(payload: ChatCompletionChunkJson | StreamErrorEvent): Promise<void> {
     await this.#write(`data: ${JSON.stringify(payload)}\n\n`);
   }
 
@@ -32,7 +33,7 @@ export class SseWriter {
   }
 
   /** Ends a stream after its first chunk with an error event in place of `[DONE]`. */
-  async fail(errorPayload: unknown): Promise<void> {
+  async fail(errorPayload: StreamErrorEvent): Promise<void> {
     await this.data(errorPayload);
     this.res.end();
   }

@@ -1,4 +1,5 @@
-import { AppError, appErrorFromRpc, errorHeaders, isAppError, v1ErrorBody, type Logger } from '@svc/platform';
+import { errorHeaders, v1ErrorBody, type V1ErrorBody } from '@svc/api';
+import { AppError, appErrorFromRpc, isAppError, type Logger } from '@svc/platform';
 import { isRpcError } from '@svc/proto';
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { requestReadError } from '../http/api-errors.js';
@@ -45,13 +46,14 @@ export function v1ErrorHandler(logger: Logger): ErrorRequestHandler {
 /** Unknown `/v1` routes, answered like OpenAI does. */
 export function v1RouteNotFound(): RequestHandler {
   return (req, res) => {
-    res.status(404).json({
+    const body: V1ErrorBody = {
       error: {
         message: `Invalid URL (${req.method} ${req.baseUrl}${req.path})`,
         type: 'invalid_request_error',
         param: null,
         code: null,
       },
-    });
+    };
+    res.status(404).json(body);
   };
 }

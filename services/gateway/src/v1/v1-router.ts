@@ -1,35 +1,24 @@
 import { AppError, type Logger, type Store } from '@svc/platform';
 import express, { Router, type RequestHandler } from 'express';
-import { BadCredentialGuard } from '../http/bad-credential-guard.js';
 import { bindRequestContext } from '../http/request-context.js';
 import type { KeyServiceClient } from '../key-service-client.js';
+import { v1Limits, type V1LimitSettings } from '../limits/v1-limits.js';
 import type { GatewayMetrics } from '../observability/gateway-metrics.js';
 import { authenticateApiKey, authenticateWhenPresented } from './api-key-auth.js';
-import { CallSlots } from './call-slots.js';
 import { chatCompletionsHandler } from './chat-completions-route.js';
 import type { CompletionBackend } from './completion-backend.js';
 import type { KeyResolutionCache } from './key-resolution-cache.js';
 import type { LimitHitReporter } from './limit-hit-reporter.js';
 import { listModelsHandler } from './models-route.js';
-import { PayerLimits } from './per-call/payer-limits.js';
 import type { PaymentSettlerPort } from './per-call/payment-settler-port.js';
 import { refusePerCallPayments } from './per-call/payment-signature.js';
 import { PerCallPayments } from './per-call/per-call-payments.js';
 import { SpendReservations } from './spend-reservations.js';
 import { v1ErrorHandler, v1RouteNotFound } from './v1-errors.js';
 
-export interface V1RouterSettings {
+export interface V1RouterSettings extends V1LimitSettings {
   readonly bodyLimit: string;
-  readonly keyRateLimit: number;
-  readonly keyRateWindowMs: number;
-  readonly keyConcurrencyLimit: number;
-  readonly concurrencyLeaseTtlMs: number;
-  readonly badKeyRateLimit: number;
-  readonly badKeyRateWindowMs: number;
   readonly spendReservationTtlMs: number;
-  readonly payerRateLimit: number;
-  readonly payerRateWindowMs: number;
-  readonly payerConcurrencyLimit: number;
   /** PUBLIC_URL: names the paid resource of per-call payments; unset, the request's own origin does. */
   readonly publicUrl: string | undefined;
 }
@@ -59,26 +48,6 @@ function requireJsonContentType(): RequestHandler {
   };
 }
 
-/** Per-call payments through `settler`, keyless payers held to limits of their own. */
-function perCallPayments(
-  settler: PaymentSettlerPort,
-  store: Store,
-  settings: V1RouterSettings,
-  logger: Logger,
-): PerCallPayments {
-  const payerSlots = new CallSlots(
-    store.concurrency,
-    { holder: 'payer', limit: settings.payerConcurrencyLimit, leaseTtlMs: settings.concurrencyLeaseTtlMs },
-    logger,
-  );
-  const payerLimits = new PayerLimits(
-    store.rateWindows,
-    { limit: settings.payerRateLimit, windowMs: settings.payerRateWindowMs },
-    payerSlots,
-  );
-  return new PerCallPayments(settler, payerLimits, settings.publicUrl, logger);
-}
-
 /** Everything under `/v1`: the OpenAI-compatible surface and its `{ error: { ... } }` error shape. */
 export function v1Router(ports: V1RouterPorts): Router {
   const { keyService, store, keyCache, backend, settler, limitHits, metrics, logger, settings } = ports;
@@ -89,24 +58,17 @@ export function v1Router(ports: V1RouterPorts): Router {
     next();
   });
 
+  const limits = v1Limits(store, settings, limitHits, logger);
   const authenticate = authenticateApiKey({
     cache: keyCache,
     revocations: store.revocations,
-    badKeys: new BadCredentialGuard(store.rateWindows, {
-      name: 'v1:bad-keys',
-      limit: settings.badKeyRateLimit,
-      windowMs: settings.badKeyRateWindowMs,
-      refusal: 'Too many calls with an unknown or revoked API key from this address',
-    }),
+    badKeys: limits.badKeys,
     // Counted in the same store operation as the revocation check: see authenticateApiKey.
-    keyRate: {
-      limit: settings.keyRateLimit,
-      windowMs: settings.keyRateWindowMs,
-      onRefused: (keyId) => limitHits.report(keyId, 'rate'),
-    },
+    keyRate: limits.keyRate,
   });
 
-  const perCall = settler && perCallPayments(settler, store, settings, logger);
+  // Keyless payers are held to limits of their own.
+  const perCall = settler && new PerCallPayments(settler, limits.payerLimits, settings.publicUrl, logger);
 
   router.get('/models', authenticate, listModelsHandler(backend));
   router.post(
@@ -120,11 +82,7 @@ export function v1Router(ports: V1RouterPorts): Router {
     bindRequestContext(),
     chatCompletionsHandler({
       backend,
-      slots: new CallSlots(
-        store.concurrency,
-        { holder: 'key', limit: settings.keyConcurrencyLimit, leaseTtlMs: settings.concurrencyLeaseTtlMs },
-        logger,
-      ),
+      slots: limits.keySlots,
       spend: new SpendReservations(keyService, limitHits, settings.spendReservationTtlMs, metrics, logger),
       limitHits,
       perCall,

@@ -107,7 +107,7 @@ function expectRefusedPayment(answer: HttpAnswer, code: string, payer: string): 
 function requestsPaidBy(payer: HDNodeWallet) {
   return backend.requests.filter(
     (request) =>
-      request.payment.kind === 'prepaid_debit' &&
+      request.payment.case === 'prepaidDebit' &&
       request.payment.payer.toLowerCase() === payer.address.toLowerCase(),
   );
 }
@@ -234,7 +234,7 @@ describe('PAYMENT-SIGNATURE on a server without per-call payments', () => {
       expect([answer.status, errorOf(answer).code]).toEqual([400, code]);
       expect(answer.headers.get('payment-required')).toBeNull();
     }
-    expect(backend.requests.filter((request) => request.payment.kind === 'prepaid_debit')).toEqual([]);
+    expect(backend.requests.filter((request) => request.payment.case === 'prepaidDebit')).toEqual([]);
   });
 
   it('answers a field missing or ill-formed invalid_payload, and one present but not taken by its own code', async () => {
@@ -301,7 +301,7 @@ describe('a call paid per call', () => {
 
     const [verified] = settler.verifiedFor(payer.address);
     expect(prepaidDebitPaymentOf(requestsPaidBy(payer)[0])).toEqual({
-      kind: 'prepaid_debit',
+      case: 'prepaidDebit',
       paymentReservationId: verified?.reservationId,
       payer: payer.address,
       amountWei: FEE_WEI,
@@ -521,7 +521,7 @@ describe('an API key beside a payment', () => {
     expect(answer.status).toBe(200);
     expect(paymentResponseOf(answer.headers)).toMatchObject({ success: true, payer: minted.wallet.address });
     expect(prepaidDebitPaymentOf(requestsPaidBy(minted.wallet)[0])).toEqual({
-      kind: 'prepaid_debit',
+      case: 'prepaidDebit',
       paymentReservationId: settler.verifiedFor(minted.wallet.address)[0]?.reservationId,
       payer: minted.wallet.address,
       amountWei: FEE_WEI,

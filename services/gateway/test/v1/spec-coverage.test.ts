@@ -6,12 +6,12 @@ import { createTestStore, type TestStore } from '../support/test-store.js';
 import { listedKey, mintKey, type MintedKey } from './support/keys.js';
 import { CHARGED_WEI, FEE_WEI, JOB, ScriptedBackend } from './support/scripted-backend.js';
 import { startV1Gateway, type V1Gateway } from './support/v1-gateway.js';
-import type { CompletionEvent, CompletionRequest, JobDescription } from '../../src/v1/completion-backend.js';
+import type { CompletionEvent, CompletionRequest, ServiceInfo } from '../../src/v1/completion-backend.js';
 
 // Behaviours of docs/api.md that the other `/v1` suites do not pin down on their own.
 
 /** The job of the `no-drops` model: nothing was left out, so `droppedMessages` is absent. */
-const JOB_WITHOUT_DROPS: JobDescription = {
+const JOB_WITHOUT_DROPS: ServiceInfo = {
   jobId: JOB.jobId,
   sessionId: JOB.sessionId,
   txHash: JOB.txHash,
@@ -29,9 +29,9 @@ class BackendWithUndroppedJobs extends ScriptedBackend {
       return;
     }
     this.requests.push(request);
-    yield { kind: 'started', job: JOB_WITHOUT_DROPS, feeWei: FEE_WEI };
-    yield { kind: 'delta', text: 'all kept' };
-    yield { kind: 'completed', text: 'all kept', job: JOB_WITHOUT_DROPS, chargedWei: CHARGED_WEI };
+    yield { case: 'started', service: JOB_WITHOUT_DROPS, feeWei: FEE_WEI };
+    yield { case: 'delta', text: 'all kept' };
+    yield { case: 'completed', text: 'all kept', service: JOB_WITHOUT_DROPS, chargedWei: CHARGED_WEI };
   }
 }
 

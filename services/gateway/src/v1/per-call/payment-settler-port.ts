@@ -35,7 +35,10 @@ export interface PaymentRefusal {
   readonly currentRequirements?: PrepaidDebitRequirements;
 }
 
-export type PaymentVerdict = { readonly verified: VerifiedPayment } | { readonly refused: PaymentRefusal };
+/** VerifyPaymentResponse's `outcome`, as its oneof is named. */
+export type PaymentVerdict =
+  | { readonly case: 'verified'; readonly value: VerifiedPayment }
+  | { readonly case: 'refused'; readonly value: PaymentRefusal };
 
 export interface PaymentSettlerPort {
   /** The current `prepaid-debit` entry for a model; throws `model_not_found` for an unknown one. */

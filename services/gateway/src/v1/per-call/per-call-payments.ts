@@ -1,10 +1,10 @@
+import type { ChatCompletionRequest } from '@svc/api';
 import { AppError, isAppError, isPaymentRefusalCode, type ErrorFields, type Logger } from '@svc/platform';
 import type { PaymentResource, PrepaidDebitRequirements } from '@svc/x402';
 import type { Request } from 'express';
-import type { ChatCompletionBody } from '../chat-request.js';
+import type { PayerLimits } from '../../limits/payer-limits.js';
 import type { AnswerHeaders } from '../completion-relay.js';
 import type { ResolvedApiKey } from '../key-resolution-cache.js';
-import type { PayerLimits } from './payer-limits.js';
 import { paymentRefusedHeader, paymentRequiredHeader, paymentSettledHeader } from './payment-headers.js';
 import { paymentReservation, type PaymentReservation } from './payment-reservation.js';
 import type { PaymentOffer, PaymentSettlerPort, VerifiedPayment } from './payment-settler-port.js';
@@ -43,7 +43,7 @@ export class PerCallPayments {
   ) {}
 
   /** What a call pays for; PUBLIC_URL (else the request's own origin) names this route. */
-  resourceOf(req: Request, body: ChatCompletionBody): PaidResource {
+  resourceOf(req: Request, body: ChatCompletionRequest): PaidResource {
     const origin = this.publicUrl?.replace(/\/+$/, '') ?? `${req.protocol}://${req.get('host') ?? ''}`;
     return { model: body.model, url: `${origin}${CHAT_COMPLETIONS_PATH}`, stream: body.stream };
   }
@@ -76,14 +76,14 @@ export class PerCallPayments {
     callId: string,
   ): Promise<PaymentReservation> {
     const verdict = await this.settler.verify(paymentSignature, resource.model, resource.url, callId);
-    if ('refused' in verdict) {
-      const { code, message, payer, currentRequirements } = verdict.refused;
+    if (verdict.case === 'refused') {
+      const { code, message, payer, currentRequirements } = verdict.value;
       throw await this.#refusal(new AppError(code, { message: message || undefined }), resource, {
         payer,
         current: currentRequirements,
       });
     }
-    return paymentReservation(this.settler, verdict.verified, this.logger);
+    return paymentReservation(this.settler, verdict.value, this.logger);
   }
 
   /** 400 `invalid_payload` when a payment sent beside an API key is paid by another wallet than the key's. */

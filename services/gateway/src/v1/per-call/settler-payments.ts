@@ -73,7 +73,8 @@ export class SettlerPayments implements PaymentSettlerPort {
         if (!payer?.hex || !WEI.test(amount))
           throw new Error('the payment-settler verified a payment without a payer or a valid amount');
         return {
-          verified: {
+          case: 'verified',
+          value: {
             reservationId,
             payer: payer.hex,
             nonce: nonce?.hex ?? '',
@@ -83,7 +84,7 @@ export class SettlerPayments implements PaymentSettlerPort {
         };
       }
       case 'refused':
-        return { refused: refusalOf(outcome.value) };
+        return { case: 'refused', value: refusalOf(outcome.value) };
       case undefined:
         throw new Error('the payment-settler answered VerifyPayment with no outcome');
     }

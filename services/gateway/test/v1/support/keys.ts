@@ -1,5 +1,5 @@
 import type { HDNodeWallet } from 'ethers';
-import type { ApiKeyJson } from '../../../src/api/api-key-json.js';
+import type { ApiKeyJson } from '@svc/api';
 import { call, randomWallet, signInOverHttp } from '../../support/http.js';
 
 export interface MintedKey {

@@ -5,7 +5,7 @@ import type {
   CompletionEvent,
   CompletionRequest,
   DelegatePayment,
-  JobDescription,
+  ServiceInfo,
   ModelListing,
   PaymentChain,
   PrepaidDebitPayment,
@@ -20,7 +20,7 @@ export const CHAIN: PaymentChain = {
   delegate: '0x70997970C51812dc3A010C7d01b50e0d17dc79C8',
 };
 
-export const JOB: JobDescription = {
+export const JOB: ServiceInfo = {
   jobId: '42',
   sessionId: '7',
   txHash: `0x${'ab'.repeat(32)}`,
@@ -37,13 +37,13 @@ export interface ScriptedFailure {
 
 /** The delegate payment of a recorded request; throws for any other. */
 export function delegatePaymentOf(request: CompletionRequest | undefined): DelegatePayment {
-  if (request?.payment.kind !== 'delegate') throw new Error('not a delegate call');
+  if (request?.payment.case !== 'delegate') throw new Error('not a delegate call');
   return request.payment;
 }
 
 /** The per-call payment of a recorded request; throws for any other. */
 export function prepaidDebitPaymentOf(request: CompletionRequest | undefined): PrepaidDebitPayment {
-  if (request?.payment.kind !== 'prepaid_debit') throw new Error('not a call paid per call');
+  if (request?.payment.case !== 'prepaidDebit') throw new Error('not a call paid per call');
   return request.payment;
 }
 
@@ -96,55 +96,55 @@ export class ScriptedBackend implements CompletionBackend {
   async *runCompletion(request: CompletionRequest, signal: AbortSignal): AsyncIterable<CompletionEvent> {
     this.requests.push(request);
     signal.addEventListener('abort', () => this.aborted.push(request.callId), { once: true });
-    const started: CompletionEvent = { kind: 'started', job: JOB, feeWei: FEE_WEI };
+    const started: CompletionEvent = { case: 'started', service: JOB, feeWei: FEE_WEI };
     const failure = this.#failures.get(request.model);
     if (failure !== undefined) {
-      yield { kind: 'failed', error: failure.error(), jobSubmitted: failure.jobSubmitted };
+      yield { case: 'failed', error: failure.error(), jobSubmitted: failure.jobSubmitted };
       return;
     }
     switch (request.model) {
       case 'fail-before':
         throw new AppError('job_failed', { message: 'The worker failed twice.' });
       case 'no-worker':
-        yield { kind: 'failed', error: new AppError('no_worker_available'), jobSubmitted: false };
+        yield { case: 'failed', error: new AppError('no_worker_available'), jobSubmitted: false };
         return;
       case 'fail-after':
       case 'diverge':
         yield started;
-        yield { kind: 'delta', text: 'partial ' };
+        yield { case: 'delta', text: 'partial ' };
         yield {
-          kind: 'failed',
+          case: 'failed',
           error: new AppError(request.model === 'diverge' ? 'stream_diverged' : 'job_failed'),
           jobSubmitted: true,
         };
         return;
       case 'hold': {
         yield started;
-        yield { kind: 'delta', text: 'held ' };
+        yield { case: 'delta', text: 'held ' };
         // Deliberately deaf to the signal: the gateway must not depend on a backend honouring it.
         this.holding.add(request.callId);
         await this.#held;
         this.holding.delete(request.callId);
-        yield { kind: 'completed', text: 'held answer', job: JOB, chargedWei: CHARGED_WEI };
+        yield { case: 'completed', text: 'held answer', service: JOB, chargedWei: CHARGED_WEI };
         return;
       }
       case 'cancellable':
         await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
         // The backend finds out a little after the client left, as a gRPC stream would.
         await sleep(50);
-        yield { kind: 'failed', error: new AppError('job_failed'), jobSubmitted: false };
+        yield { case: 'failed', error: new AppError('job_failed'), jobSubmitted: false };
         return;
       case 'slow-start':
         await sleep(300);
         yield started;
-        yield { kind: 'completed', text: 'slow answer', job: JOB, chargedWei: CHARGED_WEI };
+        yield { case: 'completed', text: 'slow answer', service: JOB, chargedWei: CHARGED_WEI };
         return;
       default: {
         const text = `echo: ${request.messages.at(-1)?.content ?? ''}`;
         yield started;
         for (const piece of [text.slice(0, 3), text.slice(3, 6), text.slice(6)])
-          yield { kind: 'delta', text: piece };
-        yield { kind: 'completed', text, job: JOB, chargedWei: CHARGED_WEI };
+          yield { case: 'delta', text: piece };
+        yield { case: 'completed', text, service: JOB, chargedWei: CHARGED_WEI };
       }
     }
   }

@@ -68,12 +68,16 @@ export class ScriptedSettler implements PaymentSettlerPort {
   async verify(paymentSignature: string): Promise<PaymentVerdict> {
     const read = readPaymentSignature(paymentSignature);
     if (!read.ok)
-      return { refused: { code: read.code, message: read.message, currentRequirements: REQUIREMENTS } };
+      return {
+        case: 'refused',
+        value: { code: read.code, message: read.message, currentRequirements: REQUIREMENTS },
+      };
     const { payer, nonce } = read.payment.payload.authorization;
     const scripted = this.#refusals.get(payer.toLowerCase());
     if (scripted !== undefined)
       return {
-        refused: {
+        case: 'refused',
+        value: {
           code: scripted,
           message: `Scripted refusal: ${scripted}.`,
           payer,
@@ -82,7 +86,8 @@ export class ScriptedSettler implements PaymentSettlerPort {
       };
     if ([...this.#held.values()].includes(nonce.toLowerCase()))
       return {
-        refused: {
+        case: 'refused',
+        value: {
           code: 'invalid_prepaid_debit_payload_nonce_used',
           message: 'The payment nonce was already used.',
           payer,
@@ -99,7 +104,7 @@ export class ScriptedSettler implements PaymentSettlerPort {
     };
     this.#held.set(payment.reservationId, nonce.toLowerCase());
     this.verified.push(payment);
-    return { verified: payment };
+    return { case: 'verified', value: payment };
   }
 
   async release(reservationId: string): Promise<void> {

@@ -1,7 +1,7 @@
 import type { RateWindows } from '@svc/platform';
 import type { Response } from 'express';
-import { rateLimitRefusal, rateWindowKey } from '../../http/rate-limit.js';
-import type { CallSlot, CallSlots } from '../call-slots.js';
+import type { CallSlot, CallSlots } from './call-slots.js';
+import { rateLimitRefusal, rateWindowKey } from './rate-limit.js';
 
 export interface PayerRateLimit {
   readonly limit: number;

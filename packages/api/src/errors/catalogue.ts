@@ -1,9 +1,8 @@
-import { GrpcStatus } from '@svc/proto';
-
 /**
  * Every error the product can answer, keyed by an internal name. One entry says how the error looks on
- * each surface: `/v1` (OpenAI shape, `error.code` may be null), `/api` (`{ error, message }`), a stream
- * error event (code only) and gRPC (status; the internal name travels in metadata).
+ * each public surface: `/v1` (OpenAI shape, `error.code` may be null), `/api` (`{ error, message }`) and a
+ * stream error event (code only). Between the services the internal name travels in gRPC metadata, with
+ * the gRPC status `@svc/platform` gives each name (infrastructure, not part of the public interface).
  */
 export interface ApiErrorSpec {
   readonly httpStatus: number;
@@ -15,7 +14,6 @@ export interface ApiErrorSpec {
   readonly apiCode?: string;
   /** `code` of the SSE error event after the first chunk. Absent: not a stream error. */
   readonly streamCode?: string;
-  readonly grpcStatus: GrpcStatus;
   /** Default human-readable message; call sites usually say more. */
   readonly message: string;
 }
@@ -30,7 +28,6 @@ function x402(code: string, httpStatus: 400 | 402, message: string): ApiErrorSpe
     httpStatus,
     openaiType: httpStatus === 400 ? invalid : payment,
     v1Code: code,
-    grpcStatus: httpStatus === 400 ? GrpcStatus.INVALID_ARGUMENT : GrpcStatus.FAILED_PRECONDITION,
     message,
   };
 }
@@ -42,14 +39,12 @@ export const API_ERRORS = {
     openaiType: invalid,
     v1Code: null,
     apiCode: 'invalid_request',
-    grpcStatus: GrpcStatus.INVALID_ARGUMENT,
     message: 'Invalid request.',
   },
   context_length_exceeded: {
     httpStatus: 400,
     openaiType: invalid,
     v1Code: 'context_length_exceeded',
-    grpcStatus: GrpcStatus.INVALID_ARGUMENT,
     message:
       'System messages and the last turn do not fit one job (about 124 KiB once encrypted). Shorten them.',
   },
@@ -67,14 +62,12 @@ export const API_ERRORS = {
     httpStatus: 401,
     openaiType: invalid,
     v1Code: 'invalid_api_key',
-    grpcStatus: GrpcStatus.UNAUTHENTICATED,
     message: 'Missing, unknown or revoked API key.',
   },
   unauthorized: {
     httpStatus: 401,
     openaiType: invalid,
     apiCode: 'unauthorized',
-    grpcStatus: GrpcStatus.UNAUTHENTICATED,
     message: 'Sign-in token missing, invalid or expired.',
   },
   // 402
@@ -133,14 +126,12 @@ export const API_ERRORS = {
     httpStatus: 404,
     openaiType: invalid,
     apiCode: 'api_key_not_found',
-    grpcStatus: GrpcStatus.NOT_FOUND,
     message: 'No API key with that id.',
   },
   model_not_found: {
     httpStatus: 404,
     openaiType: invalid,
     v1Code: 'model_not_found',
-    grpcStatus: GrpcStatus.NOT_FOUND,
     message: 'No model by that name, or no worker serves it now.',
   },
   // 409
@@ -148,21 +139,18 @@ export const API_ERRORS = {
     httpStatus: 409,
     openaiType: invalid,
     apiCode: 'api_key_limit',
-    grpcStatus: GrpcStatus.FAILED_PRECONDITION,
     message: 'The wallet already holds 25 active keys.',
   },
   api_key_revoked: {
     httpStatus: 409,
     openaiType: invalid,
     apiCode: 'api_key_revoked',
-    grpcStatus: GrpcStatus.FAILED_PRECONDITION,
     message: 'The key is revoked; mint a new key.',
   },
   api_key_active: {
     httpStatus: 409,
     openaiType: invalid,
     apiCode: 'api_key_active',
-    grpcStatus: GrpcStatus.FAILED_PRECONDITION,
     message: 'The key is active; revoke it first.',
   },
   // 429
@@ -171,21 +159,18 @@ export const API_ERRORS = {
     openaiType: rate,
     v1Code: 'rate_limit_exceeded',
     apiCode: 'rate_limit_exceeded',
-    grpcStatus: GrpcStatus.RESOURCE_EXHAUSTED,
     message: 'Too many calls this minute.',
   },
   concurrency_limit_exceeded: {
     httpStatus: 429,
     openaiType: rate,
     v1Code: 'concurrency_limit_exceeded',
-    grpcStatus: GrpcStatus.RESOURCE_EXHAUSTED,
     message: 'Too many calls in flight.',
   },
   session_open_limit_exceeded: {
     httpStatus: 429,
     openaiType: rate,
     v1Code: 'session_open_limit_exceeded',
-    grpcStatus: GrpcStatus.RESOURCE_EXHAUSTED,
     message: 'The server opens only so many new sessions a minute.',
   },
   // 5xx
@@ -194,7 +179,6 @@ export const API_ERRORS = {
     openaiType: server,
     v1Code: null,
     apiCode: 'internal_error',
-    grpcStatus: GrpcStatus.INTERNAL,
     message: 'The server failed to answer.',
   },
   job_failed: {
@@ -202,42 +186,36 @@ export const API_ERRORS = {
     openaiType: server,
     v1Code: 'job_failed',
     streamCode: 'job_failed',
-    grpcStatus: GrpcStatus.ABORTED,
     message: 'The job failed.',
   },
   stream_diverged: {
     httpStatus: 502,
     openaiType: server,
     streamCode: 'stream_diverged',
-    grpcStatus: GrpcStatus.DATA_LOSS,
     message: 'The worker restarted its answer; the received text differs from what it committed on chain.',
   },
   unexpected_verify_error: {
     httpStatus: 502,
     openaiType: server,
     v1Code: 'unexpected_verify_error',
-    grpcStatus: GrpcStatus.UNAVAILABLE,
     message: 'The per-call payment could not be checked.',
   },
   unexpected_settle_error: {
     httpStatus: 502,
     openaiType: server,
     v1Code: 'unexpected_settle_error',
-    grpcStatus: GrpcStatus.UNAVAILABLE,
     message: 'The per-call payment could not be settled.',
   },
   no_worker_available: {
     httpStatus: 503,
     openaiType: server,
     v1Code: 'no_worker_available',
-    grpcStatus: GrpcStatus.UNAVAILABLE,
     message: 'No worker took a new session in time.',
   },
   blob_fee_too_high: {
     httpStatus: 503,
     openaiType: server,
     v1Code: 'blob_fee_too_high',
-    grpcStatus: GrpcStatus.UNAVAILABLE,
     message: 'The chain blob fee is above what the server pays to submit a prompt.',
   },
   not_configured: {
@@ -245,7 +223,6 @@ export const API_ERRORS = {
     openaiType: server,
     v1Code: 'not_configured',
     apiCode: 'not_configured',
-    grpcStatus: GrpcStatus.UNAVAILABLE,
     message: 'Completions are off on this server.',
   },
 } as const satisfies Record<string, ApiErrorSpec>;

@@ -6,6 +6,11 @@ export interface CallSlotSettings {
   readonly limit: number;
   /** Lifetime of a slot nobody renews: how long a crashed replica's calls keep their slots. */
   readonly leaseTtlMs: number;
+  /**
+   * Told of each refusal (an API key's is counted in its `limitHits`); the refusal is answered once it
+   * settles. Must not throw or reject.
+   */
+  onRefused?(holderId: string): Promise<void> | void;
 }
 
 /** One in-flight call's slot; release it in the call's `finally`. */
@@ -32,6 +37,7 @@ export class CallSlots {
     const leaseKey = `gateway:v1:in-flight:${holderId}`;
     const outcome = await this.leases.acquire(leaseKey, limit, leaseTtlMs);
     if (!outcome.granted) {
+      await this.settings.onRefused?.(holderId);
       throw new AppError('concurrency_limit_exceeded', {
         message: `Too many calls in flight for this ${holder}: at most ${limit} at once.`,
         // A release may free a slot any moment; the store's figure is only when the oldest lease would expire.

@@ -2,7 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import { buildProgram } from '../src/program.js';
 import { REMEDIES, remedyOf } from '../src/remedies.js';
 
-// The remedies themselves are docs/api.md's (checked in @svc/platform's test/remedies.test.ts); here, the
+// The remedies themselves are docs/api.md's (checked in @svc/api's test/remedies.unit.test.ts); here, the
 // svc commands that carry them out.
 
 describe('REMEDIES', () => {
