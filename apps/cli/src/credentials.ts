@@ -1,6 +1,7 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import envPaths from 'env-paths';
+import { isRecord } from '@svc/api';
 
 /** A sign-in token of one wallet at one server. */
 export interface SignIn {
@@ -108,12 +109,12 @@ export class CredentialStore {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return {};
       throw new Error(`cannot read ${this.path}: ${(error as Error).message}`, { cause: error });
     }
-    if (!isObject(parsed))
+    if (!isRecord(parsed))
       throw new Error(`cannot read ${this.path}: not a JSON object; remove it and sign in again`);
     return Object.fromEntries(
       Object.entries(parsed).filter(
         (entry): entry is [string, ServerCredentials] =>
-          isObject(entry[1]) && isObject(entry[1].signIns) && isObject(entry[1].keys),
+          isRecord(entry[1]) && isRecord(entry[1].signIns) && isRecord(entry[1].keys),
       ),
     );
   }
@@ -134,8 +135,4 @@ export class CredentialStore {
 /** The wallet meant: the one named (any case), else the one signed in last. */
 function walletOf(server: ServerCredentials | undefined, address: string | undefined): string | undefined {
   return address ? address.toLowerCase() : server?.current;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

@@ -5,6 +5,7 @@
 
 export { API_ERRORS, isApiErrorName, type ApiErrorName, type ApiErrorSpec } from './errors/catalogue.js';
 export { REMEDIES, remedyFor } from './errors/remedies.js';
+export { isRecord } from './json-record.js';
 export {
   apiErrorBody,
   errorHeaders,

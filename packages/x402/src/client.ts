@@ -13,6 +13,7 @@ import {
   type PaymentResponse,
   type PrepaidDebitRequirements,
 } from './wire.js';
+import { isRecord } from '@svc/api';
 
 /** What a payer may choose when signing; everything else comes from the requirements. */
 export interface PaymentOptions {
@@ -83,7 +84,7 @@ function header(headers: HeaderSource, name: string): string | undefined {
 export function paymentRequiredOf(headers: HeaderSource): PaymentRequired | undefined {
   const value = header(headers, PAYMENT_REQUIRED_HEADER);
   const decoded = value === undefined ? undefined : decodeHeader(value);
-  return isObject(decoded) && Array.isArray(decoded.accepts)
+  return isRecord(decoded) && Array.isArray(decoded.accepts)
     ? (decoded as unknown as PaymentRequired)
     : undefined;
 }
@@ -92,7 +93,7 @@ export function paymentRequiredOf(headers: HeaderSource): PaymentRequired | unde
 export function paymentResponseOf(headers: HeaderSource): PaymentResponse | undefined {
   const value = header(headers, PAYMENT_RESPONSE_HEADER);
   const decoded = value === undefined ? undefined : decodeHeader(value);
-  return isObject(decoded) && typeof decoded.success === 'boolean'
+  return isRecord(decoded) && typeof decoded.success === 'boolean'
     ? (decoded as unknown as PaymentResponse)
     : undefined;
 }
@@ -115,8 +116,4 @@ export async function paymentSignatureForAnswer(
   if (!requirements)
     throw new Error('the answer offers no prepaid-debit payment (no PAYMENT-REQUIRED entry)');
   return paymentSignatureFor(payer, requirements, options);
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

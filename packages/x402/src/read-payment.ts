@@ -1,5 +1,6 @@
 import { readPaymentPayload, type ReadPayment } from '@svc/api/schemas';
 import { decodeHeader, type DebitAuthorizationJson, type PrepaidDebitRequirements } from './wire.js';
+import { isRecord } from '@svc/api';
 
 export type { PayloadFormError, ReadPayment } from '@svc/api';
 
@@ -41,14 +42,10 @@ export function sameRequirements(
 function canonical(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(ADDRESS.test(value) ? value.toLowerCase() : value);
   if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
-  if (isObject(value))
+  if (isRecord(value))
     return `{${Object.keys(value)
       .sort()
       .map((key) => `${JSON.stringify(key)}:${canonical(value[key])}`)
       .join(',')}}`;
   return JSON.stringify(value);
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

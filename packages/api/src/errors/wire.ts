@@ -1,4 +1,5 @@
 import { API_ERRORS, type ApiErrorName, type ApiErrorSpec } from './catalogue.js';
+import { isRecord } from '../json-record.js';
 
 /**
  * A catalogue error as the edge answers it: its name, its message, and its extra public fields
@@ -100,8 +101,4 @@ export function errorOfBody(body: unknown): ErrorOfBody | undefined {
       fields: {},
     };
   return undefined;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

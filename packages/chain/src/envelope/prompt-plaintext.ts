@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { InvalidPromptError } from '../errors.js';
 import { AES_KEY_BYTES } from './aes-gcm.js';
 import { asBuffer } from './bytes.js';
+import { isRecord } from '@svc/api';
 
 /**
  * Prompt plaintext v1 (docs/protocol.md, Encryption), UTF-8 JSON:
@@ -99,10 +100,6 @@ function decodeStrictBase64(text: string): Uint8Array {
   const bytes = Buffer.from(text, 'base64');
   if (bytes.toString('base64') !== text) throw new InvalidPromptError('replyKey is not canonical base64');
   return new Uint8Array(bytes);
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function isPromptRole(value: unknown): value is PromptRole {

@@ -1,6 +1,7 @@
 import type { Store } from '@svc/platform';
 import type { TransactionLane } from './operator-lanes.js';
 import type { SentTransactionJournal, SentTransactionRecord } from './sent-transaction-journal.js';
+import { isRecord } from '@svc/api';
 
 /** Version of the stored record format (`v` of the JSON). */
 export const SENT_TRANSACTION_RECORD_VERSION = 1;
@@ -116,7 +117,7 @@ export function encodeSentTransactionRecord(entry: SentTransactionRecord): Uint8
 /** Reads what `encodeSentTransactionRecord` wrote; anything else (another version) is refused. */
 export function decodeSentTransactionRecord(payload: Uint8Array): SentTransactionRecord {
   const parsed: unknown = JSON.parse(new TextDecoder().decode(payload));
-  if (!isObject(parsed)) throw malformed('not a JSON object');
+  if (!isRecord(parsed)) throw malformed('not a JSON object');
   if (parsed.v !== SENT_TRANSACTION_RECORD_VERSION) {
     throw malformed(`unknown version ${JSON.stringify(parsed.v)}`);
   }
@@ -177,10 +178,6 @@ function weiToString(name: string, value: bigint): string {
     throw new RangeError(`${name} must be a non-negative bigint, got ${String(value)}`);
   }
   return value.toString(10);
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function malformed(why: string): Error {
