@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { confirm } from '@inquirer/prompts';
 import OpenAI from 'openai';
 import {
@@ -81,7 +82,7 @@ export async function pay(
         );
       if (attempt >= RESENDS || !code || !RESEND_SAME_PAYMENT.has(code)) throw error;
       context.output.note(`The payment's outcome is unknown (${code}); sending the same payment again.`);
-      await new Promise((resolve) => setTimeout(resolve, 1000));
+      await sleep(1_000);
     }
   }
   const payment = paymentResponseOf(answer.headers);
