@@ -1,8 +1,8 @@
 import { hexlify, randomBytes, type Signer } from 'ethers';
 import { DEBIT_AUTHORIZATION_TYPES, debitDomain } from '@svc/contracts';
+import { decodeHeader, encodeHeader } from './wire.js';
 import {
-  decodeHeader,
-  encodeHeader,
+  isRecord,
   PAYMENT_REQUIRED_HEADER,
   PAYMENT_RESPONSE_HEADER,
   PREPAID_DEBIT,
@@ -12,8 +12,7 @@ import {
   type PaymentRequired,
   type PaymentResponse,
   type PrepaidDebitRequirements,
-} from './wire.js';
-import { isRecord } from '@svc/api';
+} from '@svc/api';
 
 /** What a payer may choose when signing; everything else comes from the requirements. */
 export interface PaymentOptions {

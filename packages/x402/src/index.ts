@@ -1,7 +1,5 @@
+export { decodeHeader, encodeHeader, networkOf } from './wire.js';
 export {
-  decodeHeader,
-  encodeHeader,
-  networkOf,
   PAYMENT_REQUIRED_HEADER,
   PAYMENT_RESPONSE_HEADER,
   PAYMENT_SIGNATURE_HEADER,
@@ -15,7 +13,7 @@ export {
   type PaymentResponse,
   type PaymentSettledResponse,
   type PrepaidDebitRequirements,
-} from './wire.js';
+} from '@svc/api';
 export {
   chainIdOf,
   paymentRequiredOf,

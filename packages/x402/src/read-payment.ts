@@ -1,6 +1,6 @@
 import { readPaymentPayload, type ReadPayment } from '@svc/api/schemas';
-import { decodeHeader, type DebitAuthorizationJson, type PrepaidDebitRequirements } from './wire.js';
-import { isRecord } from '@svc/api';
+import { decodeHeader } from './wire.js';
+import { isRecord, type DebitAuthorizationJson, type PrepaidDebitRequirements } from '@svc/api';
 
 export type { PayloadFormError, ReadPayment } from '@svc/api';
 

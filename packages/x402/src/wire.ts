@@ -1,21 +1,6 @@
 // The x402 headers on the wire: base64 of JSON. Their shapes (PAYMENT-REQUIRED, PAYMENT-SIGNATURE,
 // PAYMENT-RESPONSE) are part of the public interface and live in `@svc/api`; this module encodes and decodes
 // them.
-export {
-  PAYMENT_REQUIRED_HEADER,
-  PAYMENT_RESPONSE_HEADER,
-  PAYMENT_SIGNATURE_HEADER,
-  PREPAID_DEBIT,
-  X402_VERSION,
-  type DebitAuthorizationJson,
-  type PaymentPayload,
-  type PaymentRefusedResponse,
-  type PaymentRequired,
-  type PaymentResource,
-  type PaymentResponse,
-  type PaymentSettledResponse,
-  type PrepaidDebitRequirements,
-} from '@svc/api';
 
 /** base64 of the JSON of `value`, as every x402 header carries it. */
 export function encodeHeader(value: unknown): string {
