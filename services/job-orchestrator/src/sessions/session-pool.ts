@@ -16,7 +16,6 @@ import {
   sessionPoolGroup,
   type PooledSession,
 } from './session-records.js';
-
 import type { SessionRecovery } from './session-recovery.js';
 
 export type { PooledSession } from './session-records.js';
@@ -117,17 +116,19 @@ export class SessionPool {
       // its sessions still pooled; one gone for good leaves them idle until the keeper closes them.
       const worker = liveWorkers.get(session.worker.toLowerCase());
       if (!worker) continue;
-      if (session.recovered && !holdsSession(worker, session.sessionId)) {
-        // Recovered from the chain, and its worker came back without the key: nobody can serve it.
-        await this.#retire(session, 'its worker no longer holds its key');
-        continue;
-      }
       const lock = await store.locks.tryAcquire(
         sessionBusyKey(session.sessionId),
         request.holder,
         this.#options.holdTtlMs,
       );
-      if (lock.acquired) return this.#lease(session, request);
+      if (!lock.acquired) continue;
+      if (session.recovered && !holdsSession(worker, session.sessionId)) {
+        // Recovered from the chain, and its worker came back without the key: nobody can serve it.
+        await this.#retire(session, 'its worker no longer holds its key');
+        await store.locks.release(sessionBusyKey(session.sessionId), request.holder);
+        continue;
+      }
+      return this.#lease(session, request);
     }
     return undefined;
   }
