@@ -35,8 +35,9 @@ const CURSOR_TTL_MS = 365 * 24 * 3_600_000;
 
 /**
  * Drives every job the service submitted to a terminal state, whichever replica served it and whether or
- * not that replica is still alive, and closes idle sessions. One replica leads at a time (a store lock
- * renewed every round), so two replicas never send the same transaction.
+ * not that replica is still alive, and closes idle sessions (their list rebuilt from the chain when the
+ * store lost it, `SessionRecovery`). One replica leads at a time (a store lock renewed every round), so two
+ * replicas never send the same transaction.
  *
  * It follows JobRegistry's logs from a cursor kept in the store, turning how tracked jobs ended into
  * lifecycle events (released: the answer is paid for, whoever saw it; refunded; disputed), and sweeps the tracked
