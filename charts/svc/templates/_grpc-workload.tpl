@@ -6,7 +6,8 @@ returns every ready replica and its round_robin policy spreads calls over them (
 per connection only: replicas added later would take no calls from clients already connected).
 (dict "root" $ "component" "key-service" "values" .Values.keyService "wired" map
  "listeners" (list (dict "name" "worker-link" "port" 50052)); listeners are optional: more gRPC listeners of
- the pod, on its headless Service beside `grpc`)
+ the pod, on its headless Service beside `grpc`; so are "volumes" and "volumeMounts", lists of Kubernetes
+ volumes and the container's mounts of them, e.g. the worker link's TLS Secret)
 */}}
 {{- define "svc.grpcWorkload" -}}
 {{- $root := .root -}}
@@ -84,8 +85,14 @@ spec:
             {{- toYaml $root.Values.containerSecurityContext | nindent 12 }}
           volumeMounts:
             {{- include "svc.scratchMounts" $root | nindent 12 }}
+            {{- with .volumeMounts }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
       volumes:
         {{- include "svc.scratchVolumes" $root | nindent 8 }}
+        {{- with .volumes }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
 ---
 apiVersion: v1
 kind: Service

@@ -19,9 +19,12 @@ import {
   encryptAnswerFrame,
   encryptPrompt,
   finalAnswerDigest,
+  linkChallengeDigest,
   promptAad,
   responseHashOf,
   signFinalAnswer,
+  signLinkChallenge,
+  type LinkChallengeFields,
   type Prompt,
 } from '../src/index.js';
 import { derivePromptKey } from '../src/envelope/prompt-cipher.js';
@@ -96,6 +99,15 @@ async function buildVectors(): Promise<unknown> {
     sessionId: context.sessionId,
   };
 
+  const linkChallenge: LinkChallengeFields = {
+    orchestrator: 'svc job-orchestrator',
+    chainId: context.chainId,
+    jobRegistry: context.jobRegistry,
+    worker: worker.address,
+    nonce: hexlify(seed('link-nonce')),
+    expiresAt: 1_800_000_000n,
+  };
+
   const blobPayloads = [
     { name: 'empty payload', payload: new Uint8Array(0) },
     { name: 'the prompt wire above', payload: promptWire },
@@ -118,7 +130,9 @@ async function buildVectors(): Promise<unknown> {
       answerAad: 'kind (1 delta, 2 final) ‖ uint256be(jobId) ‖ uint32be(attempt) ‖ uint32be(seq)',
       responseHash: 'keccak256(whole final frame: nonce ‖ ciphertext ‖ tag)',
       workerSignature:
-        'EIP-191 personal_sign over the 32 bytes keccak256(abi.encode(uint256 chainId, address jobRegistry, uint256 jobId, uint256 attempt, uint256 sessionId, bytes32 responseHash))',
+        'EIP-712 typed data FinalAnswer(uint256 jobId,uint256 attempt,uint256 sessionId,bytes32 responseHash) in the domain {name "JobRegistry", version "1", chainId, verifyingContract = JobRegistry}; digest = keccak256(0x1901 ‖ domainSeparator ‖ hashStruct)',
+      linkChallenge:
+        'EIP-712 typed data LinkChallenge(string orchestrator,address worker,address jobRegistry,bytes32 nonce,uint64 expiresAt) in the domain {name "svc worker link", version "1", chainId}',
     },
     context: {
       chainId: context.chainId.toString(),
@@ -156,6 +170,20 @@ async function buildVectors(): Promise<unknown> {
       workerAddress: worker.address,
       digest: finalAnswerDigest(answerBinding, finalFrame),
       signature: await signFinalAnswer(worker, answerBinding, finalFrame),
+    },
+    linkChallenge: {
+      fields: {
+        ...linkChallenge,
+        chainId: linkChallenge.chainId.toString(),
+        expiresAt: linkChallenge.expiresAt.toString(),
+      },
+      digest: linkChallengeDigest(linkChallenge),
+      signature: await signLinkChallenge(worker, linkChallenge, {
+        chainId: linkChallenge.chainId,
+        jobRegistry: linkChallenge.jobRegistry,
+        worker: worker.address,
+        nowMs: Number(linkChallenge.expiresAt) * 1000 - 30_000,
+      }),
     },
     blobs: blobPayloads.map(({ name, payload }) => {
       const sidecar = blobSidecarOf(payload);

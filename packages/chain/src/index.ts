@@ -63,13 +63,26 @@ export {
   type AnswerFramePosition,
 } from './envelope/answer-frame.js';
 export {
+  FINAL_ANSWER_TYPES,
   finalAnswerDigest,
+  finalAnswerDomain,
   isFinalAnswerSignedBy,
   recoverFinalAnswerSigner,
   signFinalAnswer,
   type FinalAnswerBinding,
-  type MessageSigner,
+  type TypedDataSigner,
 } from './envelope/answer-signature.js';
+export {
+  LINK_CHALLENGE_MAX_TTL_MS,
+  LINK_CHALLENGE_TYPES,
+  LinkChallengeRefusedError,
+  checkLinkChallenge,
+  linkChallengeDigest,
+  linkChallengeDomain,
+  recoverLinkChallengeSigner,
+  signLinkChallenge,
+  type LinkChallengeFields,
+} from './link/link-challenge.js';
 export {
   ContractRevertError,
   JobState,

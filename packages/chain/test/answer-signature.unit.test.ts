@@ -1,5 +1,16 @@
 import { describe, expect, it } from '@jest/globals';
-import { Signature, Wallet, concat, getBytes, hashMessage, keccak256, toBeHex, zeroPadValue } from 'ethers';
+import {
+  AbiCoder,
+  Signature,
+  Wallet,
+  concat,
+  getBytes,
+  id,
+  keccak256,
+  toBeHex,
+  toUtf8Bytes,
+  zeroPadValue,
+} from 'ethers';
 import {
   AnswerFrameKind,
   InvalidAnswerSignatureError,
@@ -39,24 +50,60 @@ function signatureFailure(signature: string): InvalidAnswerSignatureError {
 }
 
 describe('worker signature over a final answer', () => {
-  it('signs keccak256(abi.encode(chainId, jobRegistry, jobId, attempt, sessionId, keccak256(frame))) as an EIP-191 message', async () => {
-    const words = concat([
-      toBeHex(binding.chainId, 32),
-      zeroPadValue(binding.jobRegistry, 32),
-      toBeHex(binding.jobId, 32),
-      toBeHex(binding.attempt, 32),
-      toBeHex(binding.sessionId, 32),
-      keccak256(finalFrame),
-    ]);
+  it("signs EIP-712 FinalAnswer(jobId, attempt, sessionId, responseHash) in JobRegistry's domain", async () => {
+    // Spelled out from the spec (docs/protocol.md, Worker signature), not from ethers' typed-data encoder.
+    const coder = AbiCoder.defaultAbiCoder();
+    const domainSeparator = keccak256(
+      coder.encode(
+        ['bytes32', 'bytes32', 'bytes32', 'uint256', 'address'],
+        [
+          id('EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)'),
+          id('JobRegistry'),
+          id('1'),
+          binding.chainId,
+          binding.jobRegistry,
+        ],
+      ),
+    );
+    const structHash = keccak256(
+      concat([
+        id('FinalAnswer(uint256 jobId,uint256 attempt,uint256 sessionId,bytes32 responseHash)'),
+        toBeHex(binding.jobId, 32),
+        toBeHex(binding.attempt, 32),
+        toBeHex(binding.sessionId, 32),
+        keccak256(finalFrame),
+      ]),
+    );
     const digest = finalAnswerDigest(binding, finalFrame);
-    expect(digest).toBe(keccak256(words));
+    expect(digest).toBe(keccak256(concat(['0x1901', domainSeparator, structHash])));
 
     const signature = await signFinalAnswer(worker, binding, finalFrame);
-    // personal_sign over the 32 raw digest bytes, which is what the contract's toEthSignedMessageHash does.
-    const prefixed = hashMessage(getBytes(digest));
     expect(Signature.from(signature).v).toBeGreaterThanOrEqual(27);
     expect(recoverFinalAnswerSigner(binding, finalFrame, signature)).toBe(worker.address);
-    expect(new Wallet(worker.privateKey).signingKey.sign(prefixed).serialized).toBe(signature);
+    // The raw digest signed, with no EIP-191 prefix: what the contract's _hashTypedDataV4 recovers from.
+    expect(new Wallet(worker.privateKey).signingKey.sign(digest).serialized).toBe(signature);
+  });
+
+  it('refuses a personal_sign over the digest (the old format, which any signed text could forge)', async () => {
+    // The audit's attack: a link challenge whose bytes were a dispute digest, personal_signed by the
+    // worker, passed as a signed final. A personal_sign of anything is no final now.
+    const digest = finalAnswerDigest(binding, finalFrame);
+    const personal = await worker.signMessage(getBytes(digest));
+    expect(isFinalAnswerSignedBy(worker.address, binding, finalFrame, personal)).toBe(false);
+    const oldDigest = keccak256(
+      concat([
+        toBeHex(binding.chainId, 32),
+        zeroPadValue(binding.jobRegistry, 32),
+        toBeHex(binding.jobId, 32),
+        toBeHex(binding.attempt, 32),
+        toBeHex(binding.sessionId, 32),
+        keccak256(finalFrame),
+      ]),
+    );
+    const oldStyle = await worker.signMessage(getBytes(oldDigest));
+    expect(isFinalAnswerSignedBy(worker.address, binding, finalFrame, oldStyle)).toBe(false);
+    const text = await worker.signMessage(toUtf8Bytes('any text an orchestrator sends'));
+    expect(isFinalAnswerSignedBy(worker.address, binding, finalFrame, text)).toBe(false);
   });
 
   it('binds the attempt and the session: the same frame signed for another attempt or session is another digest', async () => {

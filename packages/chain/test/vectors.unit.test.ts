@@ -20,11 +20,13 @@ import {
   encryptAnswerFrame,
   encryptPrompt,
   finalAnswerDigest,
+  linkChallengeDigest,
   loadKzgTrustedSetup,
   openPrompt,
   parseP256PublicKey,
   promptAad,
   recoverFinalAnswerSigner,
+  recoverLinkChallengeSigner,
   responseHashOf,
   signFinalAnswer,
   verifyBlobProof,
@@ -57,6 +59,18 @@ interface EnvelopeVectors {
   };
   answer: { deltas: FrameVector[]; final: FrameVector & { responseHash: string } };
   workerSignature: { workerPrivateKey: string; workerAddress: string; digest: string; signature: string };
+  linkChallenge: {
+    fields: {
+      orchestrator: string;
+      chainId: string;
+      jobRegistry: string;
+      worker: string;
+      nonce: string;
+      expiresAt: string;
+    };
+    digest: string;
+    signature: string;
+  };
   blobs: Array<{
     name: string;
     payload?: string;
@@ -164,6 +178,15 @@ describe('envelope vectors', () => {
     expect(recoverFinalAnswerSigner(answerBinding, finalFrame, vectors.workerSignature.signature)).toBe(
       worker.address,
     );
+  });
+
+  it('link challenge: digest and recovery, and the two signatures never share a digest', () => {
+    const { fields: raw, digest, signature } = vectors.linkChallenge;
+    const fields = { ...raw, chainId: BigInt(raw.chainId), expiresAt: BigInt(raw.expiresAt) };
+    expect(fields.worker).toBe(vectors.workerSignature.workerAddress);
+    expect(linkChallengeDigest(fields)).toBe(digest);
+    expect(recoverLinkChallengeSigner(fields, signature)).toBe(vectors.workerSignature.workerAddress);
+    expect(digest).not.toBe(vectors.workerSignature.digest);
   });
 
   it('invalid session public keys are refused for the stated reason', () => {

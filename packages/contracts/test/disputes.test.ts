@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { hexlify, keccak256, parseEther, randomBytes } from 'ethers';
+import { TypedDataEncoder, getBytes, hexlify, id, keccak256, parseEther, randomBytes } from 'ethers';
 import { toParametersStruct } from '../src/parameters.js';
 import { JobState } from '../src/states.js';
 import { useChain, type Actor } from './support/chain.js';
@@ -19,7 +19,14 @@ import {
   registerWorker,
   submitJob,
 } from './support/scenario.js';
-import { signFinalAnswer, toCompact, toHighS, type FinalAnswerBinding } from './support/signatures.js';
+import {
+  finalAnswerTypedData,
+  personalSignFinalAnswerDigest,
+  signFinalAnswer,
+  toCompact,
+  toHighS,
+  type FinalAnswerBinding,
+} from './support/signatures.js';
 
 const FEE = MODEL.feeWei;
 const JOB_TIMEOUT = 120;
@@ -95,6 +102,44 @@ describe('disputeMismatch', () => {
         .disputeMismatch(job.jobId, 1n, DIFFERENT, await sign('worker', job, DIFFERENT)),
     );
     expect(await chain().jobs('stranger').delegateAllowance(address.user, address.service)).toBe(DEPOSIT);
+  });
+
+  it('takes the EIP-712 FinalAnswer only: no personal_sign of any digest, whatever its bytes', async () => {
+    // The audit's attack: the worker personal_signed a link challenge whose bytes were the old dispute
+    // digest, and disputeMismatch took that as a signed final and slashed an honest worker.
+    const { address } = chain();
+    const job = await completedJob();
+    const binding = {
+      chainId: chain().anvil.chainId,
+      jobRegistry: chain().deployment.jobRegistryAddress,
+      jobId: job.jobId,
+      attempt: 1n,
+      sessionId: job.sessionId,
+    };
+    const typed = finalAnswerTypedData(binding, DIFFERENT);
+    const typedDigest = TypedDataEncoder.hash(typed.domain, typed.types, typed.value);
+    for (const signature of [
+      await personalSignFinalAnswerDigest(chain().signers.worker, binding, DIFFERENT),
+      await chain().signers.worker.signMessage(getBytes(typedDigest)),
+    ]) {
+      const decoded = await expectRevert(
+        chain().jobs('user').disputeMismatch(job.jobId, 1n, DIFFERENT, signature),
+        'NotWorkerSignature',
+        { jobId: job.jobId, worker: address.worker },
+      );
+      expect(decoded.args.signer).not.toBe(address.worker);
+    }
+    expect(await chain().workers('stranger').stakeOf(address.worker)).toBe(STAKE);
+    expect(await chain().jobs('stranger').FINAL_ANSWER_TYPEHASH()).toBe(
+      id('FinalAnswer(uint256 jobId,uint256 attempt,uint256 sessionId,bytes32 responseHash)'),
+    );
+    // The typed-data signature of the same final is taken.
+    await mined(
+      chain()
+        .jobs('user')
+        .disputeMismatch(job.jobId, 1n, DIFFERENT, await sign('worker', job, DIFFERENT)),
+    );
+    expect(await chain().workers('stranger').stakeOf(address.worker)).toBeLessThan(STAKE);
   });
 
   it('a signed answer that matches the commitment proves nothing', async () => {

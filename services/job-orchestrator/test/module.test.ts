@@ -162,7 +162,7 @@ describe('jobOrchestratorModule', () => {
     try {
       link.send({
         case: 'hello',
-        value: { worker: { hex: registered.address }, protocolVersion: 1, software: 'raw-link' },
+        value: { worker: { hex: registered.address }, protocolVersion: 2, software: 'raw-link' },
       });
       await expect(link.next()).rejects.toMatchObject({ status: GrpcStatus.UNIMPLEMENTED });
     } finally {

@@ -83,7 +83,10 @@ export const workerConfigShape = {
   MAX_DELTA_CHARS: env.int({ doc: 'A delta goes out once this much text is held.', default: 512, min: 1 }),
 
   ORCHESTRATOR_LINK: env.optionalString({
-    doc: "`host:port` of the orchestrator's worker link listener (its WORKER_LINK_HOST and WORKER_LINK_PORT, 50052 by default; not its gRPC port); unset serves on chain only, without streaming. The all-in-one target points it at its own orchestrator.",
+    doc: "`host:port` of the orchestrator's worker link listener (its WORKER_LINK_HOST and WORKER_LINK_PORT, 50052 by default; not its gRPC port), or `tls://host:port` to dial it with TLS (the orchestrator's WORKER_LINK_TLS_CERT_FILE; its certificate must name the host). Use TLS whenever the link leaves the machine or the cluster. Unset serves on chain only, without streaming. The all-in-one target points it at its own orchestrator.",
+  }),
+  ORCHESTRATOR_LINK_CA_FILE: env.optionalString({
+    doc: "PEM file of the CA (or self-signed certificate) the orchestrator's link certificate is checked against, instead of the system's CAs; needs a `tls://` ORCHESTRATOR_LINK.",
   }),
   LINK_BACKOFF_INITIAL: env.durationMs({
     doc: 'First redial delay of the worker link (doubles per failure, with jitter).',

@@ -8,6 +8,7 @@ import { workerConfigShape } from './config.js';
 import { HealthServer } from './health/health-server.js';
 import { loadOrCreateWorkerKey } from './identity/worker-keystore.js';
 import { buildModelBackend } from './model/build-model-backend.js';
+import { isLoopbackTarget, resolveLinkTarget } from './link/link-target.js';
 import { linkBackoff } from './link/worker-link.js';
 import { startWorker } from './service.js';
 import type { RunningWorker } from './worker-types.js';
@@ -63,6 +64,14 @@ export const workerModule = defineModule({
       // A failed start is undone by the runner, which calls stop (safe at any point of start).
       async start() {
         const wallet = await workerWallet(config, dataDir, logger);
+        const link = config.ORCHESTRATOR_LINK
+          ? await resolveLinkTarget(config.ORCHESTRATOR_LINK, config.ORCHESTRATOR_LINK_CA_FILE)
+          : undefined;
+        if (link && !link.tls && !isLoopbackTarget(link.target))
+          logger.warn(
+            { orchestratorLink: link.target },
+            'the worker link is plaintext off this machine: anyone on the path sees and can alter it; dial tls://',
+          );
         const running = await startWorker({
           settings: workerSettings(config, dataDir),
           provider,
@@ -72,10 +81,11 @@ export const workerModule = defineModule({
           workerRegistryAddress: chain.contracts.workerRegistry,
           blobSource,
           model,
-          ...(config.ORCHESTRATOR_LINK
+          ...(link
             ? {
                 link: {
-                  target: config.ORCHESTRATOR_LINK,
+                  target: link.target,
+                  ...(link.credentials ? { credentials: link.credentials } : {}),
                   backoff: linkBackoff(config.LINK_BACKOFF_INITIAL, config.LINK_BACKOFF_MAX),
                   defaultHeartbeatMs: config.HEARTBEAT_INTERVAL,
                   software: SOFTWARE,

@@ -1,5 +1,6 @@
 import type { BlobSource } from '@svc/chain';
 import type { Logger, RetryPolicy } from '@svc/platform';
+import type { ChannelCredentials } from '@svc/proto';
 import type { JsonRpcProvider, Wallet } from 'ethers';
 import type { ChainEventFollower } from './chain/chain-event-follower.js';
 import type { EarningsCollector } from './earnings/earnings-collector.js';
@@ -56,6 +57,8 @@ export interface WorkerDependencies {
 export interface WorkerLinkSettings {
   /** `host:port` of the orchestrator's WorkerLink. */
   readonly target: string;
+  /** TLS to the orchestrator (`resolveLinkTarget`); plaintext when unset. */
+  readonly credentials?: ChannelCredentials;
   /** Redial backoff: exponential with full jitter (`linkBackoff`). */
   readonly backoff: RetryPolicy;
   readonly defaultHeartbeatMs: number;

@@ -1,12 +1,23 @@
-import { AbiCoder, getAddress, getBytes, hexlify, keccak256, verifyMessage } from 'ethers';
+import {
+  Signature,
+  TypedDataEncoder,
+  getAddress,
+  getBytes,
+  hexlify,
+  recoverAddress,
+  type TypedDataDomain,
+  type TypedDataField,
+} from 'ethers';
 import { InvalidAnswerSignatureError } from '../errors.js';
 import { responseHashOf } from './answer-frame.js';
 
 /**
- * The worker's signature over a final answer (docs/protocol.md, Worker signature): EIP-191 personal_sign
- * over the 32-byte digest keccak256(abi.encode(uint256 chainId, address jobRegistry, uint256 jobId,
- * uint256 attempt, uint256 sessionId, bytes32 keccak256(final frame wire))). JobRegistry's
+ * The worker's signature over a final answer (docs/protocol.md, Worker signature): EIP-712 typed data
+ * `FinalAnswer(uint256 jobId,uint256 attempt,uint256 sessionId,bytes32 responseHash)` in JobRegistry's
+ * domain (name "JobRegistry", version "1", chainId, verifyingContract = JobRegistry). JobRegistry's
  * `disputeMismatch` recovers it, so a worker cannot disown an answer it delivered but did not commit.
+ * Typed data, never a personal_sign message: nothing else a worker signs (its link challenge, a sign-in
+ * message, a transaction) can hash to the same digest.
  */
 export interface FinalAnswerBinding {
   readonly chainId: bigint;
@@ -20,37 +31,69 @@ export interface FinalAnswerBinding {
   readonly sessionId: bigint;
 }
 
-/** Anything that can personal_sign raw bytes: an ethers Wallet or any ethers Signer. */
-export interface MessageSigner {
-  signMessage(message: Uint8Array): Promise<string>;
+/** Anything that can sign EIP-712 typed data: an ethers Wallet or any ethers Signer. */
+export interface TypedDataSigner {
+  signTypedData(
+    domain: TypedDataDomain,
+    types: Record<string, TypedDataField[]>,
+    value: Record<string, unknown>,
+  ): Promise<string>;
 }
+
+/** The EIP-712 type of a final answer; its hash is JobRegistry's `FINAL_ANSWER_TYPEHASH`. */
+export const FINAL_ANSWER_TYPES: Record<string, TypedDataField[]> = {
+  FinalAnswer: [
+    { name: 'jobId', type: 'uint256' },
+    { name: 'attempt', type: 'uint256' },
+    { name: 'sessionId', type: 'uint256' },
+    { name: 'responseHash', type: 'bytes32' },
+  ],
+};
 
 const SIGNATURE_BYTES = 65;
 const SECP256K1_HALF_ORDER = 0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0n;
 
+/** JobRegistry's EIP-712 domain (the one its x402 debit authorizations use too). */
+export function finalAnswerDomain(
+  binding: Pick<FinalAnswerBinding, 'chainId' | 'jobRegistry'>,
+): TypedDataDomain {
+  return {
+    name: 'JobRegistry',
+    version: '1',
+    chainId: binding.chainId,
+    verifyingContract: getAddress(binding.jobRegistry),
+  };
+}
+
+function finalAnswerValue(binding: FinalAnswerBinding, finalFrame: Uint8Array): Record<string, unknown> {
+  return {
+    jobId: binding.jobId,
+    attempt: binding.attempt,
+    sessionId: binding.sessionId,
+    responseHash: responseHashOf(finalFrame),
+  };
+}
+
+/** The EIP-712 digest the worker signs: keccak256(0x1901 ‖ domainSeparator ‖ hashStruct(FinalAnswer)). */
 export function finalAnswerDigest(binding: FinalAnswerBinding, finalFrame: Uint8Array): string {
-  const encoded = AbiCoder.defaultAbiCoder().encode(
-    ['uint256', 'address', 'uint256', 'uint256', 'uint256', 'bytes32'],
-    [
-      binding.chainId,
-      getAddress(binding.jobRegistry),
-      binding.jobId,
-      binding.attempt,
-      binding.sessionId,
-      responseHashOf(finalFrame),
-    ],
+  return TypedDataEncoder.hash(
+    finalAnswerDomain(binding),
+    FINAL_ANSWER_TYPES,
+    finalAnswerValue(binding, finalFrame),
   );
-  return keccak256(encoded);
 }
 
 /** Signs a final frame as the worker; returns the 65-byte signature as 0x-hex (r ‖ s ‖ v, v ∈ {27, 28}). */
 export async function signFinalAnswer(
-  signer: MessageSigner,
+  signer: TypedDataSigner,
   binding: FinalAnswerBinding,
   finalFrame: Uint8Array,
 ): Promise<string> {
-  // Raw bytes, not the hex string: personal_sign must hash the 32-byte digest, not 66 characters.
-  return signer.signMessage(getBytes(finalAnswerDigest(binding, finalFrame)));
+  return signer.signTypedData(
+    finalAnswerDomain(binding),
+    FINAL_ANSWER_TYPES,
+    finalAnswerValue(binding, finalFrame),
+  );
 }
 
 /**
@@ -87,7 +130,7 @@ export function recoverFinalAnswerSigner(
     );
   }
   try {
-    return verifyMessage(getBytes(finalAnswerDigest(binding, finalFrame)), signature);
+    return recoverAddress(finalAnswerDigest(binding, finalFrame), Signature.from(signature));
   } catch (error) {
     throw new InvalidAnswerSignatureError('malformed', 'no address recovers from the signature', {
       cause: error,

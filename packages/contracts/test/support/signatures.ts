@@ -7,6 +7,7 @@ import {
   toBeHex,
   type BytesLike,
   type Signer,
+  type TypedDataDomain,
 } from 'ethers';
 
 const SECP256K1_ORDER = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
@@ -32,11 +33,52 @@ export interface FinalAnswerBinding {
   sessionId: bigint;
 }
 
+/** JobRegistry's EIP-712 domain and the `FinalAnswer` type (docs/protocol.md, Worker signature). */
+export function finalAnswerTypedData(binding: FinalAnswerBinding, ciphertext: BytesLike) {
+  return {
+    domain: {
+      name: 'JobRegistry',
+      version: '1',
+      chainId: binding.chainId,
+      verifyingContract: binding.jobRegistry,
+    } satisfies TypedDataDomain,
+    types: {
+      FinalAnswer: [
+        { name: 'jobId', type: 'uint256' },
+        { name: 'attempt', type: 'uint256' },
+        { name: 'sessionId', type: 'uint256' },
+        { name: 'responseHash', type: 'bytes32' },
+      ],
+    },
+    value: {
+      jobId: binding.jobId,
+      attempt: binding.attempt,
+      sessionId: binding.sessionId,
+      responseHash: keccak256(ciphertext),
+    },
+  };
+}
+
 /**
- * The worker's EIP-191 signature over a final answer (docs/protocol.md, Worker signature), written from
+ * The worker's EIP-712 signature over a final answer (docs/protocol.md, Worker signature), written from
  * the spec here: @svc/chain depends on this package, not the reverse.
  */
 export async function signFinalAnswer(
+  worker: Signer,
+  binding: FinalAnswerBinding,
+  ciphertext: BytesLike,
+): Promise<string> {
+  const { domain, types, value } = finalAnswerTypedData(binding, ciphertext);
+  return worker.signTypedData(domain, types, value);
+}
+
+/**
+ * What a worker signed before: EIP-191 personal_sign over the raw 32-byte digest
+ * keccak256(abi.encode(chainId, jobRegistry, jobId, attempt, sessionId, keccak256(ciphertext))). Any
+ * personal_sign the worker gave for other reasons (a link challenge whose bytes equal this digest) was
+ * such a signature; the contract must take none of them.
+ */
+export async function personalSignFinalAnswerDigest(
   worker: Signer,
   binding: FinalAnswerBinding,
   ciphertext: BytesLike,

@@ -114,12 +114,16 @@ export class GrpcServer {
   /**
    * Binds `host:port` (port 0 picks a free one) and returns the bound port. With `serving: false`
    * health stays NOT_SERVING until `announceServing()`, so services can be added after binding.
+   * `credentials` (TLS, known only once files are read at start) take the place of the server's own.
    */
-  async listen(address: string, options: { serving?: boolean } = {}): Promise<number> {
+  async listen(
+    address: string,
+    options: { serving?: boolean; credentials?: grpc.ServerCredentials } = {},
+  ): Promise<number> {
     const port = await new Promise<number>((resolve, reject) => {
       this.server.bindAsync(
         address,
-        this.options.credentials ?? grpc.ServerCredentials.createInsecure(),
+        options.credentials ?? this.options.credentials ?? grpc.ServerCredentials.createInsecure(),
         (error, bound) => (error ? reject(error) : resolve(bound)),
       );
     });

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { getAddress, hexlify, verifyMessage } from 'ethers';
+import { getAddress, hexlify } from 'ethers';
+import { recoverLinkChallengeSigner, type LinkChallengeFields } from '@svc/chain';
 
 /** What a link challenge binds a signature to, so it is worth nothing elsewhere or later. */
 export interface ChallengeBinding {
@@ -10,29 +11,31 @@ export interface ChallengeBinding {
 }
 
 export interface LinkChallenge {
-  readonly message: string;
+  /** The typed data's fields, sent to the worker as they are (docs/protocol.md, Worker link). */
+  readonly fields: LinkChallengeFields;
   readonly expiresAtMs: number;
 }
 
-/** The text a worker signs (EIP-191): the orchestrator, the chain, JobRegistry, the worker, a fresh nonce. */
+/**
+ * A fresh challenge: EIP-712 `LinkChallenge` fields naming the orchestrator, the chain, JobRegistry, the
+ * worker and a random nonce, expiring in whole seconds (the worker signs the seconds).
+ */
 export function issueChallenge(binding: ChallengeBinding, nowMs: number, ttlMs: number): LinkChallenge {
-  const expiresAtMs = nowMs + ttlMs;
-  const message = [
-    `${binding.orchestrator} asks worker ${getAddress(binding.worker)} to prove its address.`,
-    `Chain: ${binding.chainId}`,
-    `JobRegistry: ${getAddress(binding.jobRegistry)}`,
-    `Nonce: ${randomBytes(16).toString('hex')}`,
-    `Expires: ${new Date(expiresAtMs).toISOString()}`,
-  ].join('\n');
-  return { message, expiresAtMs };
+  const expiresAt = BigInt(Math.floor((nowMs + ttlMs) / 1000));
+  return {
+    fields: {
+      orchestrator: binding.orchestrator,
+      chainId: binding.chainId,
+      jobRegistry: getAddress(binding.jobRegistry),
+      worker: getAddress(binding.worker),
+      nonce: hexlify(randomBytes(32)),
+      expiresAt,
+    },
+    expiresAtMs: Number(expiresAt) * 1000,
+  };
 }
 
-/** Whether `signature` is `worker`'s EIP-191 signature of `message`; false for any malformed signature. */
-export function isSignedBy(message: string, signature: Uint8Array, worker: string): boolean {
-  if (signature.length !== 65) return false;
-  try {
-    return verifyMessage(message, hexlify(signature)) === getAddress(worker);
-  } catch {
-    return false;
-  }
+/** Whether `signature` is `worker`'s EIP-712 signature of the challenge; false for any malformed one. */
+export function isSignedBy(challenge: LinkChallenge, signature: Uint8Array, worker: string): boolean {
+  return recoverLinkChallengeSigner(challenge.fields, signature) === getAddress(worker);
 }

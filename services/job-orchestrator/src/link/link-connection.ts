@@ -15,7 +15,8 @@ import type { AnswerFrame, AnswerFrameIntake } from './answer-frame-intake.js';
 import { issueChallenge, isSignedBy, type ChallengeBinding, type LinkChallenge } from './link-challenge.js';
 import type { WorkerAdmission } from './worker-admission.js';
 
-export const WORKER_LINK_PROTOCOL_VERSION = 1;
+/** Version 2: the challenge is EIP-712 typed data sent as fields (version 1 signed a text; not served). */
+export const WORKER_LINK_PROTOCOL_VERSION = 2;
 
 export type ResponseInit = Parameters<typeof create<typeof ConnectResponseSchema>>[1];
 
@@ -147,10 +148,18 @@ export class LinkConnection {
       this.#context.challengeTtlMs,
     );
     this.#phase = 'challenged';
+    const { fields, expiresAtMs } = this.#challenge;
     this.send({
       frame: {
         case: 'challenge',
-        value: { message: this.#challenge.message, expiresAt: timestampFromMs(this.#challenge.expiresAtMs) },
+        value: {
+          orchestrator: fields.orchestrator,
+          chainId: fields.chainId,
+          jobRegistry: { hex: fields.jobRegistry },
+          worker: { hex: fields.worker },
+          nonce: { hex: fields.nonce },
+          expiresAt: timestampFromMs(expiresAtMs),
+        },
       },
     });
   }
@@ -161,7 +170,7 @@ export class LinkConnection {
     const challenge = this.#challenge!;
     if (Date.now() > challenge.expiresAtMs)
       return this.refuse(LinkRefusalReason.CHALLENGE_FAILED, 'the challenge expired');
-    if (!isSignedBy(challenge.message, frame.value.signature, this.#worker))
+    if (!isSignedBy(challenge, frame.value.signature, this.#worker))
       return this.refuse(LinkRefusalReason.CHALLENGE_FAILED, 'the signature does not recover to the worker');
     if (!(await this.#context.admission.isActiveWorker(this.#worker)))
       return this.refuse(LinkRefusalReason.NOT_ACTIVE_WORKER, 'not an active registered worker');

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { LINK_CHALLENGE_MAX_TTL_MS } from '@svc/chain';
 import type { Logger, Store } from '@svc/platform';
 import type { CallContext } from '@svc/proto';
 import type { MessageInitShape } from '@bufbuild/protobuf';
@@ -81,6 +82,15 @@ export class WorkerLinkServer implements LinkedWorkers {
   constructor(options: WorkerLinkServerOptions) {
     if (options.presenceTtlMs <= options.heartbeatIntervalMs)
       throw new RangeError('the presence TTL must exceed the heartbeat interval');
+    // Workers sign no challenge naming anything else (checkLinkChallenge in @svc/chain).
+    if (!/^[\x20-\x7e]{1,64}$/.test(options.orchestrator))
+      throw new RangeError(
+        'the orchestrator name (LINK_ORCHESTRATOR_NAME) must be 1 to 64 printable ASCII characters',
+      );
+    if (options.challengeTtlMs > LINK_CHALLENGE_MAX_TTL_MS)
+      throw new RangeError(
+        `the link challenge TTL (LINK_CHALLENGE_TTL) must be at most ${LINK_CHALLENGE_MAX_TTL_MS / 1000}s: workers refuse to sign a longer one`,
+      );
     this.#options = options;
     this.replicaId = options.replicaId ?? randomUUID();
     this.#presence = new WorkerPresence(options.store.presence);

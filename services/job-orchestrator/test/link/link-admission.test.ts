@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
-import { Wallet } from 'ethers';
+import { Wallet, getBytes, hexlify, randomBytes } from 'ethers';
+import { linkChallengeDigest, signLinkChallenge } from '@svc/chain';
 import { MemoryStore } from '@svc/platform';
 import { LinkRefusalReason } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
 import { useDevnet, waitUntil } from '@svc/testkit';
@@ -72,7 +73,7 @@ describe('admission to the worker link', () => {
 
   it('refuses a malformed signature', async () => {
     const link = dial();
-    link.send({ case: 'hello', value: { worker: { hex: registered.address }, protocolVersion: 1 } });
+    link.send({ case: 'hello', value: { worker: { hex: registered.address }, protocolVersion: 2 } });
     expect((await link.next())?.case).toBe('challenge');
     link.send({ case: 'challengeResponse', value: { signature: new Uint8Array(65).fill(7) } });
     expect(await link.next()).toMatchObject({
@@ -88,12 +89,15 @@ describe('admission to the worker link', () => {
       case: 'refusal',
       value: { reason: LinkRefusalReason.PROTOCOL_VIOLATION },
     });
-    const second = dial();
-    second.send({ case: 'hello', value: { worker: { hex: registered.address }, protocolVersion: 2 } });
-    expect(await second.next()).toMatchObject({
-      case: 'refusal',
-      value: { reason: LinkRefusalReason.PROTOCOL_VIOLATION },
-    });
+    // Version 1 signed a challenge text with personal_sign: no longer served.
+    for (const protocolVersion of [1, 3]) {
+      const other = dial();
+      other.send({ case: 'hello', value: { worker: { hex: registered.address }, protocolVersion } });
+      expect(await other.next()).toMatchObject({
+        case: 'refusal',
+        value: { reason: LinkRefusalReason.PROTOCOL_VIOLATION },
+      });
+    }
   });
 
   it('lists a heartbeating worker, then ends its link and lets its presence lapse once it goes silent', async () => {
@@ -149,33 +153,57 @@ describe('worker admission over WorkerRegistry', () => {
 });
 
 describe('the link challenge', () => {
-  it('names the orchestrator, chain, JobRegistry and worker, with a fresh nonce each time', () => {
-    const binding = {
-      orchestrator: 'svc job-orchestrator',
-      chainId: 31337n,
-      jobRegistry: devnet().deployment.jobRegistryAddress,
-      worker: registered.address,
-    };
-    const first = issueChallenge(binding, 0, 1_000);
-    const second = issueChallenge(binding, 0, 1_000);
-    expect(first.message).toContain('svc job-orchestrator');
-    expect(first.message).toContain('Chain: 31337');
-    expect(first.message).toContain(binding.jobRegistry);
-    expect(first.message).toContain(registered.address);
-    expect(first.message).not.toBe(second.message);
-    expect(first.expiresAtMs).toBe(1_000);
+  const binding = () => ({
+    orchestrator: 'svc job-orchestrator',
+    chainId: 31337n,
+    jobRegistry: devnet().deployment.jobRegistryAddress,
+    worker: registered.address,
+  });
+  const expectation = () => ({
+    chainId: 31337n,
+    jobRegistry: devnet().deployment.jobRegistryAddress,
+    worker: registered.address,
+    nowMs: Date.now(),
   });
 
-  it('accepts only the claimed worker’s signature of that exact text', async () => {
-    const { message } = issueChallenge(
-      { orchestrator: 'o', chainId: 1n, jobRegistry: registered.address, worker: registered.address },
-      0,
-      1_000,
-    );
-    const signature = Buffer.from((await registered.signMessage(message)).slice(2), 'hex');
-    expect(isSignedBy(message, signature, registered.address)).toBe(true);
-    expect(isSignedBy(`${message} `, signature, registered.address)).toBe(false);
-    expect(isSignedBy(message, signature, Wallet.createRandom().address)).toBe(false);
-    expect(isSignedBy(message, signature.subarray(0, 64), registered.address)).toBe(false);
+  it('names the orchestrator, chain, JobRegistry and worker, with a fresh 32-byte nonce each time', () => {
+    const first = issueChallenge(binding(), 1_000_500, 30_000);
+    const second = issueChallenge(binding(), 1_000_500, 30_000);
+    expect(first.fields).toMatchObject({
+      orchestrator: 'svc job-orchestrator',
+      chainId: 31337n,
+      jobRegistry: binding().jobRegistry,
+      worker: registered.address,
+      expiresAt: 1_030n,
+    });
+    expect(first.fields.nonce).toMatch(/^0x[0-9a-f]{64}$/);
+    expect(first.fields.nonce).not.toBe(second.fields.nonce);
+    // Whole seconds: the worker signs the seconds, and the orchestrator holds it to the same instant.
+    expect(first.expiresAtMs).toBe(1_030_000);
+  });
+
+  it('accepts only the claimed worker’s EIP-712 signature of those exact fields', async () => {
+    const challenge = issueChallenge(binding(), Date.now(), 30_000);
+    const signature = getBytes(await signLinkChallenge(registered, challenge.fields, expectation()));
+    expect(isSignedBy(challenge, signature, registered.address)).toBe(true);
+    expect(isSignedBy(challenge, signature, Wallet.createRandom().address)).toBe(false);
+    expect(isSignedBy(challenge, signature.subarray(0, 64), registered.address)).toBe(false);
+    for (const changed of [
+      { nonce: hexlify(randomBytes(32)) },
+      { expiresAt: challenge.fields.expiresAt + 1n },
+      { orchestrator: 'another orchestrator' },
+      { chainId: 1n },
+    ]) {
+      expect(
+        isSignedBy(
+          { ...challenge, fields: { ...challenge.fields, ...changed } },
+          signature,
+          registered.address,
+        ),
+      ).toBe(false);
+    }
+    // A personal_sign of anything (the version 1 sign-in) is not a signature of the challenge.
+    const personal = getBytes(await registered.signMessage(getBytes(linkChallengeDigest(challenge.fields))));
+    expect(isSignedBy(challenge, personal, registered.address)).toBe(false);
   });
 });

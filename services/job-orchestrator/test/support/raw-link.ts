@@ -1,6 +1,7 @@
 import { getBytes } from 'ethers';
 import type { MessageInitShape } from '@bufbuild/protobuf';
-import { AsyncQueue, closeClient, createClient } from '@svc/proto';
+import { LINK_CHALLENGE_TYPES, linkChallengeDomain, type TypedDataSigner } from '@svc/chain';
+import { AsyncQueue, closeClient, createClient, type ClientOptions } from '@svc/proto';
 import {
   WorkerLink,
   type ConnectRequestSchema,
@@ -18,8 +19,8 @@ export class RawLink {
   readonly #client;
   readonly #inbound: AsyncIterator<ConnectResponse>;
 
-  constructor(target: string) {
-    this.#client = createClient(WorkerLink, target);
+  constructor(target: string, options: ClientOptions = {}) {
+    this.#client = createClient(WorkerLink, target, options);
     this.#inbound = this.#client.connect(this.outbound)[Symbol.asyncIterator]();
   }
 
@@ -33,18 +34,27 @@ export class RawLink {
     return result.done ? undefined : result.value.frame;
   }
 
-  /** hello, then the challenge signed by `signer`; returns the frame that answered the signature. */
-  async handshake(
-    claimed: string,
-    signer: { signMessage(message: string): Promise<string> },
-  ): Promise<ConnectResponse['frame'] | undefined> {
+  /**
+   * hello, then the challenge's typed data signed by `signer` as it came (no checks: a raw link signs
+   * whatever it is sent); returns the frame that answered the signature.
+   */
+  async handshake(claimed: string, signer: TypedDataSigner): Promise<ConnectResponse['frame'] | undefined> {
     this.send({
       case: 'hello',
-      value: { worker: { hex: claimed }, protocolVersion: 1, software: 'raw-link' },
+      value: { worker: { hex: claimed }, protocolVersion: 2, software: 'raw-link' },
     });
     const challenge = await this.next();
     if (challenge?.case !== 'challenge') throw new Error(`expected a challenge, got ${challenge?.case}`);
-    const signature = getBytes(await signer.signMessage(challenge.value.message));
+    const fields = challenge.value;
+    const signature = getBytes(
+      await signer.signTypedData(linkChallengeDomain(fields.chainId), LINK_CHALLENGE_TYPES, {
+        orchestrator: fields.orchestrator,
+        worker: fields.worker?.hex,
+        jobRegistry: fields.jobRegistry?.hex,
+        nonce: fields.nonce?.hex,
+        expiresAt: fields.expiresAt?.seconds,
+      }),
+    );
     this.send({ case: 'challengeResponse', value: { signature } });
     return this.next();
   }

@@ -11,7 +11,7 @@ export interface SignedFinalAnswer {
   readonly seq: number;
   /** The encrypted final answer frame (nonce ‖ ciphertext ‖ tag). */
   readonly frame: Uint8Array;
-  /** The worker's EIP-191 signature over the frame's digest. */
+  /** The worker's EIP-712 `FinalAnswer` signature of the frame (docs/protocol.md, Worker signature). */
   readonly signature: string;
   /** What `completeJob` commits: keccak256 of the frame (unless a test fault asked otherwise). */
   readonly commitHash: string;

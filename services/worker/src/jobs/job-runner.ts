@@ -8,7 +8,7 @@ import {
   signFinalAnswer,
   type ChainClient,
   type Job,
-  type MessageSigner,
+  type TypedDataSigner,
 } from '@svc/chain';
 import type { Logger } from '@svc/platform';
 import { keccak256, toUtf8Bytes } from 'ethers';
@@ -47,7 +47,7 @@ export interface JobRunnerOptions {
   readonly chain: ChainClient;
   readonly transactions: WorkerTransactions;
   readonly worker: string;
-  readonly signer: MessageSigner;
+  readonly signer: TypedDataSigner;
   readonly chainId: bigint;
   readonly vault: SessionKeyVault;
   readonly prompts: PromptReader;

@@ -7,7 +7,8 @@ import type { JobRefusalReason } from '../jobs/job-refusal.js';
 
 export type LinkRequest = MessageInitShape<typeof ConnectRequestSchema>;
 
-export const WORKER_LINK_PROTOCOL_VERSION = 1;
+/** Version 2: the challenge is EIP-712 typed data sent as fields (docs/protocol.md, Worker link). */
+export const WORKER_LINK_PROTOCOL_VERSION = 2;
 
 export function helloFrame(worker: string, software: string): LinkRequest {
   return {

@@ -1,10 +1,19 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { getBytes } from 'ethers';
+import { signLinkChallenge, type LinkChallengeFields, type TypedDataSigner } from '@svc/chain';
 import { retryDelayMs, type Logger, type RetryPolicy } from '@svc/platform';
-import { AsyncQueue, closeClient, createClient, type ServiceClient } from '@svc/proto';
+import {
+  AsyncQueue,
+  closeClient,
+  createClient,
+  type ChannelCredentials,
+  type ServiceClient,
+} from '@svc/proto';
 import {
   HintOutcome,
   WorkerLink as WorkerLinkService,
   type ConnectResponse,
+  type LinkChallenge,
 } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
 import type { AnswerChannel } from '../jobs/answer-channel.js';
 import type { DeltaFrame } from '../jobs/answer-stream.js';
@@ -37,8 +46,16 @@ export interface LinkHintHandlers {
 export interface WorkerLinkOptions {
   /** `host:port` of the orchestrator's WorkerLink. */
   readonly target: string;
+  /** TLS to the orchestrator (`tlsChannelCredentials`); plaintext when unset. */
+  readonly credentials?: ChannelCredentials;
   readonly worker: string;
-  readonly signer: { signMessage(message: string): Promise<string> };
+  /**
+   * The worker's key. On the link it signs nothing but an EIP-712 `LinkChallenge` it built itself from
+   * the challenge's fields, after checking them (`signLinkChallenge`).
+   */
+  readonly signer: TypedDataSigner;
+  /** The longest a challenge may stay valid for the worker to sign it (default `LINK_CHALLENGE_MAX_TTL_MS`). */
+  readonly challengeMaxTtlMs?: number;
   readonly chainId: bigint;
   readonly jobRegistry: string;
   readonly offer: () => LinkOffer;
@@ -71,7 +88,11 @@ export class WorkerLink implements AnswerChannel {
 
   constructor(options: WorkerLinkOptions) {
     this.#options = options;
-    this.#client = createClient(WorkerLinkService, options.target);
+    this.#client = createClient(
+      WorkerLinkService,
+      options.target,
+      options.credentials ? { credentials: options.credentials } : {},
+    );
   }
 
   /** Whether the orchestrator accepted this worker on the current connection. */
@@ -147,12 +168,7 @@ export class WorkerLink implements AnswerChannel {
             outbound.push({
               frame: {
                 case: 'challengeResponse',
-                value: {
-                  signature: Buffer.from(
-                    (await this.#options.signer.signMessage(frame.value.message)).slice(2),
-                    'hex',
-                  ),
-                },
+                value: { signature: await this.#signChallenge(frame.value) },
               },
             });
             break;
@@ -197,6 +213,34 @@ export class WorkerLink implements AnswerChannel {
       outbound.end();
     }
     return welcomed;
+  }
+
+  /**
+   * Signs the challenge as typed data, and only once its fields name this worker, its chain and its
+   * JobRegistry and it expires soon but not yet: a challenge that is not that exact structure is refused
+   * (the link ends and is redialled), so an orchestrator, or anyone between, gets no signature it chose.
+   */
+  async #signChallenge(challenge: LinkChallenge): Promise<Uint8Array> {
+    const { expiresAt } = challenge;
+    if (!expiresAt || expiresAt.nanos !== 0)
+      throw new LinkRefusedError('link challenge refused: its expiry is not whole seconds');
+    const fields: LinkChallengeFields = {
+      orchestrator: challenge.orchestrator,
+      chainId: challenge.chainId,
+      jobRegistry: challenge.jobRegistry?.hex ?? '',
+      worker: challenge.worker?.hex ?? '',
+      nonce: challenge.nonce?.hex ?? '',
+      expiresAt: expiresAt.seconds,
+    };
+    const { signer, chainId, jobRegistry, worker, challengeMaxTtlMs } = this.#options;
+    const signature = await signLinkChallenge(signer, fields, {
+      chainId,
+      jobRegistry,
+      worker,
+      nowMs: Date.now(),
+      ...(challengeMaxTtlMs !== undefined ? { maxTtlMs: challengeMaxTtlMs } : {}),
+    });
+    return getBytes(signature);
   }
 
   #checkWelcome(welcome: { chainId: bigint; jobRegistry?: { hex: string } | undefined }): void {

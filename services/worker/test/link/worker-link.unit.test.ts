@@ -1,5 +1,12 @@
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
-import { Wallet } from 'ethers';
+import { Wallet, getBytes, hexlify, verifyMessage } from 'ethers';
+import {
+  AnswerFrameKind,
+  encryptAnswerFrame,
+  finalAnswerDigest,
+  generateReplyKey,
+  isFinalAnswerSignedBy,
+} from '@svc/chain';
 import { createLogger, retryDelayMs } from '@svc/platform';
 import { waitUntil } from '@svc/testkit';
 import {
@@ -9,7 +16,7 @@ import {
 } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
 import { FinalAnswerJournal, type SignedFinalAnswer } from '../../src/jobs/final-answer-journal.js';
 import { linkBackoff, WorkerLink } from '../../src/link/worker-link.js';
-import { TestLinkServer } from '../support/test-link-server.js';
+import { TestLinkServer, type ChallengeInit as Challenge } from '../support/test-link-server.js';
 import { makeDataDir, removeDataDir } from '../support/worker-harness.js';
 
 const JOB_REGISTRY = '0x5FbDB2315678afecb367f032d93F642f64180aa3';
@@ -97,7 +104,7 @@ describe('WorkerLink', () => {
     expect(server.verifiedWorkers).toEqual([wallet.address]);
     expect(server.framesOf('hello')[0]).toMatchObject({
       worker: { hex: wallet.address },
-      protocolVersion: 1,
+      protocolVersion: 2,
     });
     expect(server.framesOf('heartbeat')[0]).toMatchObject({
       models: ['svc-deterministic:1'],
@@ -206,14 +213,82 @@ describe('WorkerLink', () => {
     });
   });
 
-  it('does not serve an orchestrator of another chain', async () => {
+  it('does not serve an orchestrator of another chain: it does not even sign its challenge', async () => {
     startLink({ chainId: 1n });
     await waitUntil(
-      async () => server.verifiedWorkers.length,
+      async () => server.framesOf('hello').length,
       (count) => count >= 2,
       { what: 'a second dial', timeoutMs: 5_000 },
     );
+    expect(server.framesOf('challengeResponse')).toHaveLength(0);
     expect(server.framesOf('heartbeat')).toHaveLength(0);
+  });
+});
+
+describe('a rogue orchestrator', () => {
+  // The audit's attack: the worker signed whatever challenge text it was sent with personal_sign, so a
+  // challenge whose bytes were a dispute digest became a "signed final" that took the worker's stake.
+  // Now it signs only EIP-712 LinkChallenge typed data it builds itself, after checking the fields.
+  const answerBinding = {
+    chainId: CHAIN_ID,
+    jobRegistry: JOB_REGISTRY,
+    jobId: 5n,
+    attempt: 1,
+    sessionId: 3n,
+  };
+  const finalFrame = encryptAnswerFrame(AnswerFrameKind.Final, 'an honest answer', generateReplyKey(), {
+    jobId: 5n,
+    attempt: 1,
+    seq: 1,
+  });
+
+  async function refusedChallenge(rewrite: (challenge: Challenge) => Challenge): Promise<void> {
+    server.rewriteChallenge = rewrite;
+    startLink();
+    await waitUntil(
+      async () => server.framesOf('hello').length,
+      (count) => count >= 2,
+      { what: 'the worker redialling after refusing to sign', timeoutMs: 5_000 },
+    );
+    expect(server.framesOf('challengeResponse')).toHaveLength(0);
+    expect(link!.connected).toBe(false);
+  }
+
+  it.each([
+    ['another chain', (c: Challenge) => ({ ...c, chainId: 1n })],
+    [
+      'another JobRegistry',
+      (c: Challenge) => ({ ...c, jobRegistry: { hex: Wallet.createRandom().address } }),
+    ],
+    ['another worker', (c: Challenge) => ({ ...c, worker: { hex: Wallet.createRandom().address } })],
+    ['an expired challenge', (c: Challenge) => ({ ...c, expiresAt: { seconds: 1n, nanos: 0 } })],
+    [
+      'a challenge valid for a day',
+      (c: Challenge) => ({
+        ...c,
+        expiresAt: { seconds: BigInt(Math.floor(Date.now() / 1000) + 86_400), nanos: 0 },
+      }),
+    ],
+    ['a nonce that is not 32 bytes', (c: Challenge) => ({ ...c, nonce: { hex: '0x1234' } })],
+    [
+      'an orchestrator name that is a text to sign',
+      (c: Challenge) => ({ ...c, orchestrator: 'Sign in\nNonce: 1' }),
+    ],
+    ['a challenge with no fields (a version 1 text challenge)', () => ({})],
+  ])('gets no signature for %s', async (_what, rewrite) => {
+    await refusedChallenge(rewrite);
+  });
+
+  it('gets a signature for a challenge whose nonce is a dispute digest, which is no signed final', async () => {
+    const digest = finalAnswerDigest(answerBinding, finalFrame);
+    server.rewriteChallenge = (c) => ({ ...c, nonce: { hex: digest } });
+    const active = startLink();
+    await waitUntil(async () => active.connected, Boolean, { what: 'the link connected', timeoutMs: 5_000 });
+    const [response] = server.framesOf('challengeResponse');
+    const signature = hexlify(response!.signature);
+    expect(isFinalAnswerSignedBy(wallet.address, answerBinding, finalFrame, signature)).toBe(false);
+    // Nor is it a personal_sign of the digest, the format disputeMismatch took before.
+    expect(verifyMessage(getBytes(digest), signature)).not.toBe(wallet.address);
   });
 });
 

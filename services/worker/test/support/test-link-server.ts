@@ -1,16 +1,19 @@
-import { randomUUID } from 'node:crypto';
-import { create } from '@bufbuild/protobuf';
-import { hexlify, verifyMessage } from 'ethers';
-import { AsyncQueue, GrpcServer } from '@svc/proto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import { getAddress, hexlify } from 'ethers';
+import { recoverLinkChallengeSigner } from '@svc/chain';
+import { AsyncQueue, GrpcServer, type ServerCredentials } from '@svc/proto';
 import {
   ConnectResponseSchema,
   LinkRefusalReason,
   WorkerLink,
   type ConnectRequest,
   type ConnectResponse,
+  type LinkChallengeSchema,
 } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
 
 type ResponseInit = Parameters<typeof create<typeof ConnectResponseSchema>>[1];
+export type ChallengeInit = Omit<MessageInitShape<typeof LinkChallengeSchema>, '$typeName'>;
 
 interface LiveLink {
   id: string;
@@ -28,6 +31,11 @@ export class TestLinkServer {
   readonly links: LiveLink[] = [];
   /** Refuse every new link with this reason (undefined accepts). */
   refuseWith: LinkRefusalReason | undefined;
+  /**
+   * A rogue orchestrator's hand: rewrites the challenge each link is sent (the fields a real one sends
+   * are given), e.g. to name another chain or to pick a nonce that is some digest it wants signed.
+   */
+  rewriteChallenge: ((challenge: ChallengeInit) => ChallengeInit) | undefined;
   #server = new GrpcServer();
   #port = 0;
 
@@ -35,15 +43,19 @@ export class TestLinkServer {
     readonly chainId: bigint,
     readonly jobRegistry: string,
     readonly heartbeatMs = 100,
+    readonly options: { credentials?: ServerCredentials; host?: string } = {},
   ) {}
 
   get target(): string {
-    return `127.0.0.1:${this.#port}`;
+    return `${this.options.host ?? '127.0.0.1'}:${this.#port}`;
   }
 
   async start(): Promise<void> {
     this.#server.add(WorkerLink, { connect: (requests) => this.#connect(requests) });
-    this.#port = await this.#server.listen('127.0.0.1:0');
+    this.#port = await this.#server.listen(
+      '127.0.0.1:0',
+      this.options.credentials ? { credentials: this.options.credentials } : {},
+    );
   }
 
   async stop(): Promise<void> {
@@ -71,7 +83,7 @@ export class TestLinkServer {
     const responses = new AsyncQueue<ConnectResponse>();
     const link: LiveLink = { id: randomUUID(), worker: '', responses };
     this.links.push(link);
-    const nonce = randomUUID();
+    let challenge: ChallengeInit | undefined;
     void (async () => {
       try {
         for await (const request of requests) {
@@ -79,17 +91,35 @@ export class TestLinkServer {
           if (responses.isEnded) continue;
           if (request.frame.case === 'hello') {
             link.worker = request.frame.value.worker?.hex ?? '';
-            responses.push(
-              create(ConnectResponseSchema, {
-                frame: { case: 'challenge', value: { message: `link ${link.worker} nonce ${nonce}` } },
-              }),
-            );
+            const honest: ChallengeInit = {
+              orchestrator: 'test orchestrator',
+              chainId: this.chainId,
+              jobRegistry: { hex: getAddress(this.jobRegistry) },
+              worker: { hex: link.worker },
+              nonce: { hex: hexlify(randomBytes(32)) },
+              expiresAt: { seconds: BigInt(Math.floor(Date.now() / 1000) + 30), nanos: 0 },
+            };
+            challenge = this.rewriteChallenge ? this.rewriteChallenge(honest) : honest;
+            responses.push(create(ConnectResponseSchema, { frame: { case: 'challenge', value: challenge } }));
           } else if (request.frame.case === 'challengeResponse') {
-            const signer = verifyMessage(
-              `link ${link.worker} nonce ${nonce}`,
-              hexlify(request.frame.value.signature),
-            );
-            if (this.refuseWith !== undefined || signer.toLowerCase() !== link.worker.toLowerCase()) {
+            const signer =
+              challenge &&
+              recoverLinkChallengeSigner(
+                {
+                  orchestrator: challenge.orchestrator ?? '',
+                  chainId: challenge.chainId ?? 0n,
+                  jobRegistry: challenge.jobRegistry?.hex ?? '',
+                  worker: challenge.worker?.hex ?? '',
+                  nonce: challenge.nonce?.hex ?? '',
+                  expiresAt: challenge.expiresAt?.seconds ?? 0n,
+                },
+                request.frame.value.signature,
+              );
+            if (
+              this.refuseWith !== undefined ||
+              !signer ||
+              signer.toLowerCase() !== link.worker.toLowerCase()
+            ) {
               const reason = this.refuseWith ?? LinkRefusalReason.CHALLENGE_FAILED;
               responses.push(
                 create(ConnectResponseSchema, { frame: { case: 'refusal', value: { reason } } }),

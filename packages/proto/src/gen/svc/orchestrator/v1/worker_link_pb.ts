@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file svc/orchestrator/v1/worker_link.proto.
  */
 export const file_svc_orchestrator_v1_worker_link: GenFile = /*@__PURE__*/
-  fileDesc("CiVzdmMvb3JjaGVzdHJhdG9yL3YxL3dvcmtlcl9saW5rLnByb3RvEhNzdmMub3JjaGVzdHJhdG9yLnYxIqADCg5Db25uZWN0UmVxdWVzdBIxCgVoZWxsbxgBIAEoCzIgLnN2Yy5vcmNoZXN0cmF0b3IudjEuV29ya2VySGVsbG9IABJEChJjaGFsbGVuZ2VfcmVzcG9uc2UYAiABKAsyJi5zdmMub3JjaGVzdHJhdG9yLnYxLkNoYWxsZW5nZVJlc3BvbnNlSAASOQoJaGVhcnRiZWF0GAMgASgLMiQuc3ZjLm9yY2hlc3RyYXRvci52MS5Xb3JrZXJIZWFydGJlYXRIABIxCgVjaHVuaxgEIAEoCzIgLnN2Yy5vcmNoZXN0cmF0b3IudjEuQW5zd2VyQ2h1bmtIABI4CgxmaW5hbF9hbnN3ZXIYBSABKAsyIC5zdmMub3JjaGVzdHJhdG9yLnYxLkZpbmFsQW5zd2VySAASMgoJam9iX2Vycm9yGAYgASgLMh0uc3ZjLm9yY2hlc3RyYXRvci52MS5Kb2JFcnJvckgAEjAKCGhpbnRfYWNrGAcgASgLMhwuc3ZjLm9yY2hlc3RyYXRvci52MS5IaW50QWNrSABCBwoFZnJhbWUivwMKD0Nvbm5lY3RSZXNwb25zZRI3CgljaGFsbGVuZ2UYASABKAsyIi5zdmMub3JjaGVzdHJhdG9yLnYxLkxpbmtDaGFsbGVuZ2VIABIzCgd3ZWxjb21lGAIgASgLMiAuc3ZjLm9yY2hlc3RyYXRvci52MS5MaW5rV2VsY29tZUgAEkAKDnNlc3Npb25fb3BlbmVkGAMgASgLMiYuc3ZjLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uT3BlbmVkSGludEgAEj4KDWpvYl9zdWJtaXR0ZWQYBCABKAsyJS5zdmMub3JjaGVzdHJhdG9yLnYxLkpvYlN1Ym1pdHRlZEhpbnRIABI+CglmaW5hbF9hY2sYBSABKAsyKS5zdmMub3JjaGVzdHJhdG9yLnYxLkZpbmFsQWNrbm93bGVkZ2VtZW50SAASPgoPZnJhbWVfcmVqZWN0aW9uGAYgASgLMiMuc3ZjLm9yY2hlc3RyYXRvci52MS5GcmFtZVJlamVjdGlvbkgAEjMKB3JlZnVzYWwYByABKAsyIC5zdmMub3JjaGVzdHJhdG9yLnYxLkxpbmtSZWZ1c2FsSABCBwoFZnJhbWUiYQoLV29ya2VySGVsbG8SJgoGd29ya2VyGAEgASgLMhYuc3ZjLmNvbW1vbi52MS5BZGRyZXNzEhgKEHByb3RvY29sX3ZlcnNpb24YAiABKA0SEAoIc29mdHdhcmUYAyABKAkiUAoNTGlua0NoYWxsZW5nZRIPCgdtZXNzYWdlGAEgASgJEi4KCmV4cGlyZXNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIiYKEUNoYWxsZW5nZVJlc3BvbnNlEhEKCXNpZ25hdHVyZRgBIAEoDCKVAQoLTGlua1dlbGNvbWUSDwoHbGlua19pZBgBIAEoCRI1ChJoZWFydGJlYXRfaW50ZXJ2YWwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEAoIY2hhaW5faWQYAyABKAQSLAoMam9iX3JlZ2lzdHJ5GAQgASgLMhYuc3ZjLmNvbW1vbi52MS5BZGRyZXNzIo0BCg9Xb3JrZXJIZWFydGJlYXQSDgoGbW9kZWxzGAEgAygJEhYKDmZyZWVfam9iX3Nsb3RzGAIgASgNEhoKEmZyZWVfc2Vzc2lvbl9zbG90cxgDIAEoDRIYChBoZWxkX3Nlc3Npb25faWRzGAQgAygJEhwKFGhlbGRfc2Vzc2lvbnNfbGlzdGVkGAUgASgIIlEKC0Fuc3dlckNodW5rEg4KBmpvYl9pZBgBIAEoCRIPCgdhdHRlbXB0GAIgASgNEgsKA3NlcRgDIAEoDRIUCgxzZWFsZWRfZGVsdGEYBCABKAwibAoLRmluYWxBbnN3ZXISDgoGam9iX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKA0SCwoDc2VxGAMgASgNEhUKDXNlYWxlZF9hbnN3ZXIYBCABKAwSGAoQd29ya2VyX3NpZ25hdHVyZRgFIAEoDCJwCghKb2JFcnJvchIOCgZqb2JfaWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoDRIzCgZyZWFzb24YAyABKA4yIy5zdmMub3JjaGVzdHJhdG9yLnYxLkpvYkVycm9yUmVhc29uEg4KBmRldGFpbBgEIAEoCSJ7ChFTZXNzaW9uT3BlbmVkSGludBIPCgdoaW50X2lkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSDQoFbW9kZWwYAyABKAkSMgoOY2xhaW1fZGVhZGxpbmUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqABChBKb2JTdWJtaXR0ZWRIaW50Eg8KB2hpbnRfaWQYASABKAkSDgoGam9iX2lkGAIgASgJEhIKCnNlc3Npb25faWQYAyABKAkSDwoHYXR0ZW1wdBgEIAEoDRIwChBwcm9tcHRfYmxvYl9oYXNoGAUgASgLMhYuc3ZjLmNvbW1vbi52MS5CeXRlczMyEhQKDGJsb2NrX251bWJlchgGIAEoBCJdCgdIaW50QWNrEg8KB2hpbnRfaWQYASABKAkSMQoHb3V0Y29tZRgCIAEoDjIgLnN2Yy5vcmNoZXN0cmF0b3IudjEuSGludE91dGNvbWUSDgoGZGV0YWlsGAMgASgJIkoKFEZpbmFsQWNrbm93bGVkZ2VtZW50Eg4KBmpvYl9pZBgBIAEoCRIPCgdhdHRlbXB0GAIgASgNEhEKCWNvbW1pdHRlZBgDIAEoCCJ5Cg5GcmFtZVJlamVjdGlvbhIOCgZqb2JfaWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoDRILCgNzZXEYAyABKA0SOQoGcmVhc29uGAQgASgOMikuc3ZjLm9yY2hlc3RyYXRvci52MS5GcmFtZVJlamVjdGlvblJlYXNvbiJVCgtMaW5rUmVmdXNhbBI2CgZyZWFzb24YASABKA4yJi5zdmMub3JjaGVzdHJhdG9yLnYxLkxpbmtSZWZ1c2FsUmVhc29uEg4KBmRldGFpbBgCIAEoCSrqAQoOSm9iRXJyb3JSZWFzb24SIAocSk9CX0VSUk9SX1JFQVNPTl9VTlNQRUNJRklFRBAAEiUKIUpPQl9FUlJPUl9SRUFTT05fQkxPQl9VTkFWQUlMQUJMRRABEiMKH0pPQl9FUlJPUl9SRUFTT05fUFJPTVBUX0lOVkFMSUQQAhIjCh9KT0JfRVJST1JfUkVBU09OX01PREVMX01JU01BVENIEAMSIwofSk9CX0VSUk9SX1JFQVNPTl9CQUNLRU5EX0ZBSUxFRBAEEiAKHEpPQl9FUlJPUl9SRUFTT05fVU5BVkFJTEFCTEUQBSphCgtIaW50T3V0Y29tZRIcChhISU5UX09VVENPTUVfVU5TUEVDSUZJRUQQABIZChVISU5UX09VVENPTUVfQUNDRVBURUQQARIZChVISU5UX09VVENPTUVfREVDTElORUQQAiqVAgoURnJhbWVSZWplY3Rpb25SZWFzb24SJgoiRlJBTUVfUkVKRUNUSU9OX1JFQVNPTl9VTlNQRUNJRklFRBAAEiYKIkZSQU1FX1JFSkVDVElPTl9SRUFTT05fVU5LTk9XTl9KT0IQARItCilGUkFNRV9SRUpFQ1RJT05fUkVBU09OX05PVF9DVVJSRU5UX1dPUktFUhACEigKJEZSQU1FX1JFSkVDVElPTl9SRUFTT05fU1RBTEVfQVRURU1QVBADEiQKIEZSQU1FX1JFSkVDVElPTl9SRUFTT05fTUFMRk9STUVEEAQSLgoqRlJBTUVfUkVKRUNUSU9OX1JFQVNPTl9DT01NSVRNRU5UX01JU01BVENIEAUqrAIKEUxpbmtSZWZ1c2FsUmVhc29uEiMKH0xJTktfUkVGVVNBTF9SRUFTT05fVU5TUEVDSUZJRUQQABIqCiZMSU5LX1JFRlVTQUxfUkVBU09OX1BST1RPQ09MX1ZJT0xBVElPThABEigKJExJTktfUkVGVVNBTF9SRUFTT05fQ0hBTExFTkdFX0ZBSUxFRBACEikKJUxJTktfUkVGVVNBTF9SRUFTT05fTk9UX0FDVElWRV9XT1JLRVIQAxIgChxMSU5LX1JFRlVTQUxfUkVBU09OX1JFUExBQ0VEEAQSJQohTElOS19SRUZVU0FMX1JFQVNPTl9TSFVUVElOR19ET1dOEAUSKAokTElOS19SRUZVU0FMX1JFQVNPTl9IRUFSVEJFQVRfTUlTU0VEEAYyZgoKV29ya2VyTGluaxJYCgdDb25uZWN0EiMuc3ZjLm9yY2hlc3RyYXRvci52MS5Db25uZWN0UmVxdWVzdBokLnN2Yy5vcmNoZXN0cmF0b3IudjEuQ29ubmVjdFJlc3BvbnNlKAEwAWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_svc_common_v1_chain]);
+  fileDesc("CiVzdmMvb3JjaGVzdHJhdG9yL3YxL3dvcmtlcl9saW5rLnByb3RvEhNzdmMub3JjaGVzdHJhdG9yLnYxIqADCg5Db25uZWN0UmVxdWVzdBIxCgVoZWxsbxgBIAEoCzIgLnN2Yy5vcmNoZXN0cmF0b3IudjEuV29ya2VySGVsbG9IABJEChJjaGFsbGVuZ2VfcmVzcG9uc2UYAiABKAsyJi5zdmMub3JjaGVzdHJhdG9yLnYxLkNoYWxsZW5nZVJlc3BvbnNlSAASOQoJaGVhcnRiZWF0GAMgASgLMiQuc3ZjLm9yY2hlc3RyYXRvci52MS5Xb3JrZXJIZWFydGJlYXRIABIxCgVjaHVuaxgEIAEoCzIgLnN2Yy5vcmNoZXN0cmF0b3IudjEuQW5zd2VyQ2h1bmtIABI4CgxmaW5hbF9hbnN3ZXIYBSABKAsyIC5zdmMub3JjaGVzdHJhdG9yLnYxLkZpbmFsQW5zd2VySAASMgoJam9iX2Vycm9yGAYgASgLMh0uc3ZjLm9yY2hlc3RyYXRvci52MS5Kb2JFcnJvckgAEjAKCGhpbnRfYWNrGAcgASgLMhwuc3ZjLm9yY2hlc3RyYXRvci52MS5IaW50QWNrSABCBwoFZnJhbWUivwMKD0Nvbm5lY3RSZXNwb25zZRI3CgljaGFsbGVuZ2UYASABKAsyIi5zdmMub3JjaGVzdHJhdG9yLnYxLkxpbmtDaGFsbGVuZ2VIABIzCgd3ZWxjb21lGAIgASgLMiAuc3ZjLm9yY2hlc3RyYXRvci52MS5MaW5rV2VsY29tZUgAEkAKDnNlc3Npb25fb3BlbmVkGAMgASgLMiYuc3ZjLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uT3BlbmVkSGludEgAEj4KDWpvYl9zdWJtaXR0ZWQYBCABKAsyJS5zdmMub3JjaGVzdHJhdG9yLnYxLkpvYlN1Ym1pdHRlZEhpbnRIABI+CglmaW5hbF9hY2sYBSABKAsyKS5zdmMub3JjaGVzdHJhdG9yLnYxLkZpbmFsQWNrbm93bGVkZ2VtZW50SAASPgoPZnJhbWVfcmVqZWN0aW9uGAYgASgLMiMuc3ZjLm9yY2hlc3RyYXRvci52MS5GcmFtZVJlamVjdGlvbkgAEjMKB3JlZnVzYWwYByABKAsyIC5zdmMub3JjaGVzdHJhdG9yLnYxLkxpbmtSZWZ1c2FsSABCBwoFZnJhbWUiYQoLV29ya2VySGVsbG8SJgoGd29ya2VyGAEgASgLMhYuc3ZjLmNvbW1vbi52MS5BZGRyZXNzEhgKEHByb3RvY29sX3ZlcnNpb24YAiABKA0SEAoIc29mdHdhcmUYAyABKAki8wEKDUxpbmtDaGFsbGVuZ2USLgoKZXhwaXJlc19hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMb3JjaGVzdHJhdG9yGAMgASgJEhAKCGNoYWluX2lkGAQgASgEEiwKDGpvYl9yZWdpc3RyeRgFIAEoCzIWLnN2Yy5jb21tb24udjEuQWRkcmVzcxImCgZ3b3JrZXIYBiABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSJQoFbm9uY2UYByABKAsyFi5zdmMuY29tbW9uLnYxLkJ5dGVzMzJKBAgBEAJSB21lc3NhZ2UiJgoRQ2hhbGxlbmdlUmVzcG9uc2USEQoJc2lnbmF0dXJlGAEgASgMIpUBCgtMaW5rV2VsY29tZRIPCgdsaW5rX2lkGAEgASgJEjUKEmhlYXJ0YmVhdF9pbnRlcnZhbBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIQCghjaGFpbl9pZBgDIAEoBBIsCgxqb2JfcmVnaXN0cnkYBCABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MijQEKD1dvcmtlckhlYXJ0YmVhdBIOCgZtb2RlbHMYASADKAkSFgoOZnJlZV9qb2Jfc2xvdHMYAiABKA0SGgoSZnJlZV9zZXNzaW9uX3Nsb3RzGAMgASgNEhgKEGhlbGRfc2Vzc2lvbl9pZHMYBCADKAkSHAoUaGVsZF9zZXNzaW9uc19saXN0ZWQYBSABKAgiUQoLQW5zd2VyQ2h1bmsSDgoGam9iX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKA0SCwoDc2VxGAMgASgNEhQKDHNlYWxlZF9kZWx0YRgEIAEoDCJsCgtGaW5hbEFuc3dlchIOCgZqb2JfaWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoDRILCgNzZXEYAyABKA0SFQoNc2VhbGVkX2Fuc3dlchgEIAEoDBIYChB3b3JrZXJfc2lnbmF0dXJlGAUgASgMInAKCEpvYkVycm9yEg4KBmpvYl9pZBgBIAEoCRIPCgdhdHRlbXB0GAIgASgNEjMKBnJlYXNvbhgDIAEoDjIjLnN2Yy5vcmNoZXN0cmF0b3IudjEuSm9iRXJyb3JSZWFzb24SDgoGZGV0YWlsGAQgASgJInsKEVNlc3Npb25PcGVuZWRIaW50Eg8KB2hpbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRINCgVtb2RlbBgDIAEoCRIyCg5jbGFpbV9kZWFkbGluZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAioAEKEEpvYlN1Ym1pdHRlZEhpbnQSDwoHaGludF9pZBgBIAEoCRIOCgZqb2JfaWQYAiABKAkSEgoKc2Vzc2lvbl9pZBgDIAEoCRIPCgdhdHRlbXB0GAQgASgNEjAKEHByb21wdF9ibG9iX2hhc2gYBSABKAsyFi5zdmMuY29tbW9uLnYxLkJ5dGVzMzISFAoMYmxvY2tfbnVtYmVyGAYgASgEIl0KB0hpbnRBY2sSDwoHaGludF9pZBgBIAEoCRIxCgdvdXRjb21lGAIgASgOMiAuc3ZjLm9yY2hlc3RyYXRvci52MS5IaW50T3V0Y29tZRIOCgZkZXRhaWwYAyABKAkiSgoURmluYWxBY2tub3dsZWRnZW1lbnQSDgoGam9iX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKA0SEQoJY29tbWl0dGVkGAMgASgIInkKDkZyYW1lUmVqZWN0aW9uEg4KBmpvYl9pZBgBIAEoCRIPCgdhdHRlbXB0GAIgASgNEgsKA3NlcRgDIAEoDRI5CgZyZWFzb24YBCABKA4yKS5zdmMub3JjaGVzdHJhdG9yLnYxLkZyYW1lUmVqZWN0aW9uUmVhc29uIlUKC0xpbmtSZWZ1c2FsEjYKBnJlYXNvbhgBIAEoDjImLnN2Yy5vcmNoZXN0cmF0b3IudjEuTGlua1JlZnVzYWxSZWFzb24SDgoGZGV0YWlsGAIgASgJKuoBCg5Kb2JFcnJvclJlYXNvbhIgChxKT0JfRVJST1JfUkVBU09OX1VOU1BFQ0lGSUVEEAASJQohSk9CX0VSUk9SX1JFQVNPTl9CTE9CX1VOQVZBSUxBQkxFEAESIwofSk9CX0VSUk9SX1JFQVNPTl9QUk9NUFRfSU5WQUxJRBACEiMKH0pPQl9FUlJPUl9SRUFTT05fTU9ERUxfTUlTTUFUQ0gQAxIjCh9KT0JfRVJST1JfUkVBU09OX0JBQ0tFTkRfRkFJTEVEEAQSIAocSk9CX0VSUk9SX1JFQVNPTl9VTkFWQUlMQUJMRRAFKmEKC0hpbnRPdXRjb21lEhwKGEhJTlRfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhkKFUhJTlRfT1VUQ09NRV9BQ0NFUFRFRBABEhkKFUhJTlRfT1VUQ09NRV9ERUNMSU5FRBACKpUCChRGcmFtZVJlamVjdGlvblJlYXNvbhImCiJGUkFNRV9SRUpFQ1RJT05fUkVBU09OX1VOU1BFQ0lGSUVEEAASJgoiRlJBTUVfUkVKRUNUSU9OX1JFQVNPTl9VTktOT1dOX0pPQhABEi0KKUZSQU1FX1JFSkVDVElPTl9SRUFTT05fTk9UX0NVUlJFTlRfV09SS0VSEAISKAokRlJBTUVfUkVKRUNUSU9OX1JFQVNPTl9TVEFMRV9BVFRFTVBUEAMSJAogRlJBTUVfUkVKRUNUSU9OX1JFQVNPTl9NQUxGT1JNRUQQBBIuCipGUkFNRV9SRUpFQ1RJT05fUkVBU09OX0NPTU1JVE1FTlRfTUlTTUFUQ0gQBSqsAgoRTGlua1JlZnVzYWxSZWFzb24SIwofTElOS19SRUZVU0FMX1JFQVNPTl9VTlNQRUNJRklFRBAAEioKJkxJTktfUkVGVVNBTF9SRUFTT05fUFJPVE9DT0xfVklPTEFUSU9OEAESKAokTElOS19SRUZVU0FMX1JFQVNPTl9DSEFMTEVOR0VfRkFJTEVEEAISKQolTElOS19SRUZVU0FMX1JFQVNPTl9OT1RfQUNUSVZFX1dPUktFUhADEiAKHExJTktfUkVGVVNBTF9SRUFTT05fUkVQTEFDRUQQBBIlCiFMSU5LX1JFRlVTQUxfUkVBU09OX1NIVVRUSU5HX0RPV04QBRIoCiRMSU5LX1JFRlVTQUxfUkVBU09OX0hFQVJUQkVBVF9NSVNTRUQQBjJmCgpXb3JrZXJMaW5rElgKB0Nvbm5lY3QSIy5zdmMub3JjaGVzdHJhdG9yLnYxLkNvbm5lY3RSZXF1ZXN0GiQuc3ZjLm9yY2hlc3RyYXRvci52MS5Db25uZWN0UmVzcG9uc2UoATABYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_svc_common_v1_chain]);
 
 /**
  * A frame from the worker to the orchestrator.
@@ -110,7 +110,7 @@ export type ConnectResponse = Message<"svc.orchestrator.v1.ConnectResponse"> & {
    */
   frame: {
     /**
-     * The text the worker must sign to prove its address.
+     * The typed data the worker must sign to prove its address.
      *
      * @generated from field: svc.orchestrator.v1.LinkChallenge challenge = 1;
      */
@@ -188,7 +188,8 @@ export type WorkerHello = Message<"svc.orchestrator.v1.WorkerHello"> & {
   worker?: Address | undefined;
 
   /**
-   * The worker link protocol version the worker speaks; this file describes version 1.
+   * The worker link protocol version the worker speaks; this file describes version 2 (version 1 signed a
+   * challenge text with personal_sign and is no longer served).
    *
    * @generated from field: uint32 protocol_version = 2;
    */
@@ -210,24 +211,56 @@ export const WorkerHelloSchema: GenMessage<WorkerHello> = /*@__PURE__*/
   messageDesc(file_svc_orchestrator_v1_worker_link, 2);
 
 /**
- * The challenge the worker signs (EIP-191 `personal_sign`).
+ * The challenge the worker signs: the fields of the EIP-712 typed data
+ * `LinkChallenge(string orchestrator,address worker,address jobRegistry,bytes32 nonce,uint64 expiresAt)` in the
+ * domain {name "svc worker link", version "1", chainId} (docs/protocol.md, Worker link). Fields, never text:
+ * the worker builds the typed data itself, and refuses one that names another chain, JobRegistry or worker,
+ * or that has expired or expires too far ahead.
  *
  * @generated from message svc.orchestrator.v1.LinkChallenge
  */
 export type LinkChallenge = Message<"svc.orchestrator.v1.LinkChallenge"> & {
   /**
-   * The exact text to sign; it names the orchestrator, the chain, JobRegistry, the worker and a fresh nonce.
-   *
-   * @generated from field: string message = 1;
-   */
-  message: string;
-
-  /**
-   * When the challenge stops being accepted.
+   * When the challenge stops being accepted; whole seconds (`expiresAt` in the typed data), nanos 0.
    *
    * @generated from field: google.protobuf.Timestamp expires_at = 2;
    */
   expiresAt?: Timestamp | undefined;
+
+  /**
+   * How the orchestrator's deployment names itself: printable ASCII, 1 to 64 characters.
+   *
+   * @generated from field: string orchestrator = 3;
+   */
+  orchestrator: string;
+
+  /**
+   * The chain the orchestrator works on (the domain's chainId).
+   *
+   * @generated from field: uint64 chain_id = 4;
+   */
+  chainId: bigint;
+
+  /**
+   * The JobRegistry contract the orchestrator works with.
+   *
+   * @generated from field: svc.common.v1.Address job_registry = 5;
+   */
+  jobRegistry?: Address | undefined;
+
+  /**
+   * The worker the hello claimed to be.
+   *
+   * @generated from field: svc.common.v1.Address worker = 6;
+   */
+  worker?: Address | undefined;
+
+  /**
+   * 32 fresh random bytes.
+   *
+   * @generated from field: svc.common.v1.Bytes32 nonce = 7;
+   */
+  nonce?: Bytes32 | undefined;
 };
 
 /**
@@ -244,7 +277,7 @@ export const LinkChallengeSchema: GenMessage<LinkChallenge> = /*@__PURE__*/
  */
 export type ChallengeResponse = Message<"svc.orchestrator.v1.ChallengeResponse"> & {
   /**
-   * The EIP-191 signature over the challenge text, 65 bytes (r, s, v).
+   * The worker's EIP-712 signature over the challenge's typed data, 65 bytes (r, s, v).
    *
    * @generated from field: bytes signature = 1;
    */
@@ -428,8 +461,9 @@ export type FinalAnswer = Message<"svc.orchestrator.v1.FinalAnswer"> & {
   sealedAnswer: Uint8Array;
 
   /**
-   * The worker's EIP-191 signature (65 bytes) over
-   * keccak256(abi.encode(chainId, jobRegistry, jobId, keccak256(sealed_answer))); evidence for a dispute.
+   * The worker's EIP-712 signature (65 bytes) over
+   * `FinalAnswer(uint256 jobId,uint256 attempt,uint256 sessionId,bytes32 responseHash)` in JobRegistry's domain
+   * (responseHash = keccak256(sealed_answer)); evidence for a dispute.
    *
    * @generated from field: bytes worker_signature = 5;
    */
