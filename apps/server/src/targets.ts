@@ -11,7 +11,7 @@ import {
   type Unit,
 } from '@svc/runtime';
 import { workerModule } from '@svc/worker';
-import { localSecretSettings } from './local-secrets.js';
+import { localSecretSettings, localServiceTokenKeys } from './local-secrets.js';
 import { writeStackFile } from './stack-file.js';
 
 /**
@@ -68,8 +68,10 @@ export const allInOne: Target = {
   started: writeStackFile,
   // The launcher of `npm start` writes its log there while the server resets the rest.
   keptOnReset: ['logs'],
-  units: ({ chain }, runtime) => {
+  units: ({ chain }, runtime): Unit[] => {
     const workerAccounts = chain?.devnet?.accounts.filter((account) => account.role === 'worker') ?? [];
+    // Each calling service signs its service tokens with a key pair of its own (derive gave the public keys).
+    const tokenKeys = localServiceTokenKeys(runtime.STATE_DIR);
     const models = chain?.devnet?.models.map((model) => model.name).join(',') ?? '';
     const workers: Unit[] = workerAccounts.map((account, index) => ({
       module: workerModule,
@@ -89,6 +91,7 @@ export const allInOne: Target = {
       {
         module: jobOrchestratorModule,
         defaults: {
+          SERVICE_TOKEN_PRIVATE_KEY: tokenKeys['job-orchestrator'].privateKey,
           ...(chain?.devnet ? devnetServiceAccounts(chain.devnet.accounts) : {}),
           // A devnet that mines on demand answers at once: look for receipts and commits often.
           ...(chain?.devnet && chain.blockTimeSeconds === null
@@ -103,7 +106,7 @@ export const allInOne: Target = {
           ...(chain?.devnet && chain.blockTimeSeconds === null ? { TX_POLL_INTERVAL: '25ms' } : {}),
         },
       },
-      { module: gatewayModule },
+      { module: gatewayModule, defaults: { SERVICE_TOKEN_PRIVATE_KEY: tokenKeys.gateway.privateKey } },
       ...workers,
     ];
   },

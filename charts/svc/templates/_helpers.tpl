@@ -109,12 +109,16 @@ setting must be in an existing Secret. The settings every component treats as se
 svc.secretSettings; the deployment tests check both lists against the services' configuration shapes.
 */}}
 {{- define "svc.secretGroups" -}}
-serviceAuth:
-  name: service-auth
-  component: every gRPC caller and server
+gatewayServiceToken:
+  name: gateway-service-token
+  component: gateway
   fields:
-    - { field: secret, env: SERVICE_TOKEN_SECRET, required: true }
-    - { field: verificationSecrets, env: SERVICE_TOKEN_VERIFICATION_SECRETS, required: false }
+    - { field: privateKey, env: SERVICE_TOKEN_PRIVATE_KEY, required: true }
+jobOrchestratorServiceToken:
+  name: job-orchestrator-service-token
+  component: jobOrchestrator
+  fields:
+    - { field: privateKey, env: SERVICE_TOKEN_PRIVATE_KEY, required: true }
 signin:
   name: signin
   component: keyService
@@ -150,8 +154,7 @@ worker:
 - DATABASE_URL
 - REDIS_URL
 - KAFKA_SASL_PASSWORD
-- SERVICE_TOKEN_SECRET
-- SERVICE_TOKEN_VERIFICATION_SECRETS
+- SERVICE_TOKEN_PRIVATE_KEY
 - SIGNIN_TOKEN_SIGNING_KEY
 - API_KEY_PEPPER
 - SERVICE_SIGNER_PRIVATE_KEY
@@ -195,6 +198,26 @@ worker:
 {{- $_ := set $env .env (dict "valueFrom" (dict "secretKeyRef" (dict "name" $name "key" (index $values.keys .field)))) -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+{{- toYaml $env -}}
+{{- end -}}
+
+{{/*
+Who may call a gRPC server (key-service, job-orchestrator, payment-settler), as a map of setting to entry:
+SERVICE_TOKEN_CALLER_KEYS from the calling services' public keys, SERVICE_TOKEN_INTERNAL_CALLERS from the
+internal callers (each service takes the methods of its own gRPC services). (dict "root" $)
+*/}}
+{{- define "svc.serviceTokenCallersEnv" -}}
+{{- $t := .root.Values.serviceTokens -}}
+{{- $entries := list -}}
+{{- range $t.publicKeys.gateway }}{{- $entries = append $entries (printf "gateway=%s" .) -}}{{- end -}}
+{{- range $t.publicKeys.jobOrchestrator }}{{- $entries = append $entries (printf "job-orchestrator=%s" .) -}}{{- end -}}
+{{- $env := dict -}}
+{{- if $entries -}}
+{{- $_ := set $env "SERVICE_TOKEN_CALLER_KEYS" (dict "value" (join "," $entries)) -}}
+{{- end -}}
+{{- with $t.internalCallers -}}
+{{- $_ := set $env "SERVICE_TOKEN_INTERNAL_CALLERS" (dict "value" (toJson .)) -}}
 {{- end -}}
 {{- toYaml $env -}}
 {{- end -}}

@@ -24,6 +24,16 @@ without (listed by NOTES.txt; refused when global.strictValidation is true).
 {{- $problems = append $problems (printf "secrets.%s.existingSecret is set together with inline values of secrets.%s: keep one" $group $group) -}}
 {{- end -}}
 {{- end -}}
+{{- range .Values.serviceTokens.publicKeys.gateway -}}
+{{- if has . $root.Values.serviceTokens.publicKeys.jobOrchestrator -}}
+{{- $problems = append $problems "serviceTokens.publicKeys: the gateway and the job-orchestrator share a key; give each a key pair of its own" -}}
+{{- end -}}
+{{- end -}}
+{{- range .Values.serviceTokens.internalCallers -}}
+{{- if has .name (list "gateway" "key-service" "job-orchestrator" "payment-settler") -}}
+{{- $problems = append $problems (printf "serviceTokens.internalCallers: %s is a service's name; give the internal caller a name of its own" .name) -}}
+{{- end -}}
+{{- end -}}
 {{- $workers := .Values.worker -}}
 {{- if and $workers.enabled .Values.secrets.worker.privateKey (or $workers.autoscaling.enabled (gt (int $workers.replicaCount) 1)) -}}
 {{- $problems = append $problems "secrets.worker.privateKey names one worker: run one replica with it, or leave it empty so each replica creates its own keystore" -}}
@@ -73,8 +83,17 @@ without (listed by NOTES.txt; refused when global.strictValidation is true).
 {{- end -}}
 {{- end -}}
 {{- $s := .Values.secrets -}}
-{{- if not (or $s.serviceAuth.existingSecret $s.serviceAuth.secret) -}}
-{{- $missing = append $missing "secrets.serviceAuth.existingSecret (or secret): SERVICE_TOKEN_SECRET, shared by the gateway, key-service, job-orchestrator and payment-settler" -}}
+{{- if not (or $s.gatewayServiceToken.existingSecret $s.gatewayServiceToken.privateKey) -}}
+{{- $missing = append $missing "secrets.gatewayServiceToken.existingSecret (or privateKey): the gateway's SERVICE_TOKEN_PRIVATE_KEY" -}}
+{{- end -}}
+{{- if not (or $s.jobOrchestratorServiceToken.existingSecret $s.jobOrchestratorServiceToken.privateKey) -}}
+{{- $missing = append $missing "secrets.jobOrchestratorServiceToken.existingSecret (or privateKey): the job-orchestrator's SERVICE_TOKEN_PRIVATE_KEY (a key pair of its own)" -}}
+{{- end -}}
+{{- if not .Values.serviceTokens.publicKeys.gateway -}}
+{{- $missing = append $missing "serviceTokens.publicKeys.gateway: the public key of the gateway's SERVICE_TOKEN_PRIVATE_KEY (SERVICE_TOKEN_CALLER_KEYS of the services it calls)" -}}
+{{- end -}}
+{{- if not .Values.serviceTokens.publicKeys.jobOrchestrator -}}
+{{- $missing = append $missing "serviceTokens.publicKeys.jobOrchestrator: the public key of the job-orchestrator's SERVICE_TOKEN_PRIVATE_KEY" -}}
 {{- end -}}
 {{- if not (or $s.signin.existingSecret (and $s.signin.signingKey $s.signin.apiKeyPepper)) -}}
 {{- $missing = append $missing "secrets.signin.existingSecret (or signingKey and apiKeyPepper): SIGNIN_TOKEN_SIGNING_KEY and API_KEY_PEPPER" -}}

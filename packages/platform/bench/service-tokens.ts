@@ -14,7 +14,10 @@ import {
   createServiceGrpcServer,
   serviceCallers,
   serviceClientOptions,
+  generateServiceTokenKeyPair,
+  parseServiceTokenPrivateKey,
   ServiceIdentity,
+  SERVICE_TOKEN_ALGORITHM,
   SERVICE_TOKEN_TYPE,
 } from '../src/index.js';
 
@@ -22,7 +25,12 @@ import {
 const CALLS = Number(process.env.BENCH_CALLS ?? 3000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 12);
-const SECRET = 'bench-service-token-secret-0123456789abcdef';
+const KEYS = generateServiceTokenKeyPair();
+const SECRET = KEYS.privateKey;
+const CALLERS = {
+  SERVICE_TOKEN_CALLER_KEYS: [{ caller: 'gateway', publicKey: KEYS.publicKey }],
+} as const;
+const GUARDED = { service: 'payment-settler', grpcService: PaymentSettler } as const;
 const logger = createLogger({ service: 'service-tokens-bench', level: 'silent' });
 
 function callWith(authorization: string): CallCredentials {
@@ -48,24 +56,21 @@ async function tokenParts(): Promise<Array<{ part: string; 'µs per call': strin
     new ServiceIdentity('gateway', SECRET).authorization('payment-settler'),
   );
   const authorization = identity.authorization('payment-settler');
-  const remembered = serviceCallers(
-    { SERVICE_TOKEN_SECRET: SECRET },
-    { service: 'payment-settler', callers: ['gateway'] },
-  );
+  const remembered = serviceCallers(CALLERS, GUARDED);
   await remembered(callWith(authorization));
   const cachedVerify = await perRun(200_000, () => remembered(callWith(authorization)));
-  // Distinct tokens (their own jti each, signed with jose like any HS256 JWT) so every call is one
+  // Distinct tokens (their own jti each, signed with jose like any EdDSA JWT) so every call is one
   // verification, through the callee that serves the calls.
   const header = JSON.parse(
     Buffer.from(authorization.split(' ')[1]!.split('.')[0]!, 'base64url').toString(),
   ) as {
     kid: string;
   };
-  const key = new TextEncoder().encode(SECRET);
+  const key = parseServiceTokenPrivateKey(SECRET);
   const tokens = await Promise.all(
     Array.from({ length: 21_000 }, (_, index) =>
       new SignJWT({ jti: String(index) })
-        .setProtectedHeader({ alg: 'HS256', typ: SERVICE_TOKEN_TYPE, kid: header.kid })
+        .setProtectedHeader({ alg: SERVICE_TOKEN_ALGORITHM, typ: SERVICE_TOKEN_TYPE, kid: header.kid })
         .setIssuer('gateway')
         .setAudience('payment-settler')
         .setIssuedAt()
@@ -77,7 +82,7 @@ async function tokenParts(): Promise<Array<{ part: string; 'µs per call': strin
   const format = (us: number) => us.toFixed(us < 1 ? 3 : 1);
   return [
     { part: 'caller: token of the call (kept)', 'µs per call': format(cachedMint) },
-    { part: 'caller: token minted (HS256 sign)', 'µs per call': format(freshMint) },
+    { part: 'caller: token minted (Ed25519 sign)', 'µs per call': format(freshMint) },
     { part: 'callee: token seen before (kept)', 'µs per call': format(cachedVerify) },
     { part: 'callee: token verified (jose)', 'µs per call': format(joseVerify) },
   ];
@@ -98,10 +103,7 @@ async function startCase(authenticated: boolean, handlers: ServiceImpl<(typeof P
     handlers,
     authenticated
       ? {
-          authenticate: serviceCallers(
-            { SERVICE_TOKEN_SECRET: SECRET },
-            { service: 'payment-settler', callers: ['gateway'] },
-          ),
+          authenticate: serviceCallers(CALLERS, GUARDED),
         }
       : { open: true },
   );

@@ -4,16 +4,32 @@ export * from './lifecycle/index.js';
 export * from './logging/index.js';
 export * from './rpc.js';
 export {
+  methodGrants,
+  SERVICE_TOKEN_ALGORITHM,
   SERVICE_TOKEN_LIFETIME_MS,
   SERVICE_TOKEN_TYPE,
   ServiceIdentity,
   serviceCallers,
-  serviceTokenCallerSettings,
-  serviceTokenSettings,
+  type GrpcServiceDescriptor,
   type ServiceCallersOptions,
-  type ServiceName,
-  type ServiceTokenSecrets,
 } from './service-tokens.js';
+export {
+  callerKeysSetting,
+  generateServiceTokenKeyPair,
+  parseServiceTokenPrivateKey,
+  parseServiceTokenPublicKey,
+  publicKeyText,
+  SERVICE_NAMES,
+  serviceTokenCallerSettings,
+  serviceTokenKeyId,
+  serviceTokenServerSettings,
+  serviceTokenSettings,
+  type CallerKey,
+  type InternalCaller,
+  type ServiceName,
+  type ServiceTokenServerConfig,
+} from './service-token-keys.js';
+export { SERVICE_CALL_GRANTS } from './service-call-grants.js';
 export * from './store/index.js';
 export { LIMIT_HIT_KINDS, LIMIT_HITS_TALLY, limitHitField, type LimitHitKind } from './limit-hits-tally.js';
 export * from './events/index.js';

@@ -1,7 +1,8 @@
 import { GrpcServer, METADATA, RpcError, type ClientOptions, type GrpcServerOptions } from '@svc/proto';
 import { mapAppErrorToRpc } from './errors/index.js';
 import { currentRequestId, withRequestContext, type Logger } from './logging/index.js';
-import type { ServiceIdentity, ServiceName } from './service-tokens.js';
+import type { ServiceName } from './service-token-keys.js';
+import type { ServiceIdentity } from './service-tokens.js';
 
 /**
  * A gRPC server wired the way every service needs it: AppErrors keep their code across the wire, other

@@ -1,17 +1,26 @@
-import { createHash, createHmac, createSecretKey, webcrypto, type KeyObject } from 'node:crypto';
+import { sign, type KeyObject } from 'node:crypto';
 import { GrpcStatus, METADATA, RpcError, type CallAuthenticator, type CallCredentials } from '@svc/proto';
 import { errors as joseErrors, jwtVerify, type JWTHeaderParameters } from 'jose';
-import { InvalidValue, type ConfigField } from './config/fields.js';
+import { SERVICE_CALL_GRANTS } from './service-call-grants.js';
+import {
+  CALLER_NAME,
+  parseServiceTokenPrivateKey,
+  parseServiceTokenPublicKey,
+  serviceTokenKeyId,
+  type ServiceName,
+  type ServiceTokenServerConfig,
+} from './service-token-keys.js';
 
-// Service tokens: every gRPC call from one of the services to another carries a short-lived JWT (HS256
-// over a secret the services share) naming the caller (`iss`) and the service called (`aud`); the called
-// service checks it before any handler runs. See docs/architecture.md, "Calls between the services".
+// Service tokens: every gRPC call from one of the services to another (or from an internal caller of the
+// deploying team) carries a short-lived JWT signed with the caller's own Ed25519 key (EdDSA), naming the
+// caller (`iss`) and the service called (`aud`); the called service holds only public keys, checks the
+// token before any handler runs, then checks that this caller may call this method. See
+// docs/architecture.md, "Calls between the services".
 
-/** The services that call each other over gRPC; each one's name is its target's. */
-export type ServiceName = 'gateway' | 'key-service' | 'job-orchestrator' | 'payment-settler';
-
-/** The JWT `typ` of a service token, so no other token signed with the same secret passes for one. */
+/** The JWT `typ` of a service token, so no other token signed with the same key passes for one. */
 export const SERVICE_TOKEN_TYPE = 'svc-service+jwt';
+/** The JWS algorithm of service tokens: Ed25519. */
+export const SERVICE_TOKEN_ALGORITHM = 'EdDSA';
 /** How long a service token is valid. */
 export const SERVICE_TOKEN_LIFETIME_MS = 60_000;
 /** A caller replaces its token once less than this is left, so a token on its way never expires. */
@@ -22,79 +31,15 @@ const CLOCK_TOLERANCE_S = 30;
 const MAX_TOKEN_AGE_S = 120;
 /** Most verified tokens a callee remembers (a caller replica holds one per callee at a time). */
 const VERIFIED_CACHE_SIZE = 1024;
-const MIN_SECRET_BYTES = 32;
-
-function checkSecret(raw: string): string {
-  if (Buffer.byteLength(raw, 'utf8') < MIN_SECRET_BYTES)
-    throw new InvalidValue(`must be at least ${MIN_SECRET_BYTES} bytes`);
-  if (/[\s,]/.test(raw)) throw new InvalidValue('must hold no spaces or commas');
-  return raw;
-}
-
-const secretField: ConfigField<string> = {
-  doc: `Shared secret of the service tokens (HS256) that authenticate the gRPC calls between the services: it signs the token each call this service makes to another carries, and verifies the tokens of the calls this service serves. At least ${MIN_SECRET_BYTES} bytes with no spaces or commas (\`openssl rand -base64 48\`), the same on every service and replica of a deployment. Required; the all-in-one target derives one under STATE_DIR. Rotation: docs/architecture.md.`,
-  defaultText: undefined,
-  required: true,
-  secret: true,
-  parse: (raw) => {
-    const value = raw?.trim();
-    if (value === undefined || value === '') throw new InvalidValue('is required');
-    return checkSecret(value);
-  },
-};
-
-const verificationSecretsField: ConfigField<readonly string[]> = {
-  doc: 'Other secrets whose service tokens are also accepted (comma-separated, each as SERVICE_TOKEN_SECRET), never used to sign: the next secret before every caller signs with it, then the previous one until every caller stopped signing with it (docs/architecture.md says the order).',
-  defaultText: undefined,
-  required: false,
-  secret: true,
-  parse: (raw) =>
-    (raw ?? '')
-      .split(',')
-      .map((item) => item.trim())
-      .filter(Boolean)
-      .map(checkSecret),
-};
-
-/** The settings of a service that only calls others (the gateway). */
-export const serviceTokenCallerSettings = { SERVICE_TOKEN_SECRET: secretField };
-/** The settings of a service that serves gRPC to the others (and may call some). */
-export const serviceTokenSettings = {
-  SERVICE_TOKEN_SECRET: secretField,
-  SERVICE_TOKEN_VERIFICATION_SECRETS: verificationSecretsField,
-};
-
-export interface ServiceTokenSecrets {
-  readonly SERVICE_TOKEN_SECRET: string;
-  readonly SERVICE_TOKEN_VERIFICATION_SECRETS?: readonly string[];
-}
-
-/** The id tokens name a secret by: a fingerprint, from which the secret cannot be read back. */
-function keyIdOf(secret: string): string {
-  return createHash('sha256').update(`svc-service-token:${secret}`).digest('base64url').slice(0, 16);
-}
-
-/**
- * A secret as the WebCrypto key jose verifies with, imported once: handed a KeyObject or bytes, jose
- * imports the key again on every verification, which doubles its cost.
- */
-function verificationKey(secret: string): Promise<webcrypto.CryptoKey> {
-  return webcrypto.subtle.importKey(
-    'raw',
-    Buffer.from(secret, 'utf8'),
-    { name: 'HMAC', hash: 'SHA-256' },
-    false,
-    ['verify'],
-  );
-}
 
 function base64url(value: object): string {
   return Buffer.from(JSON.stringify(value), 'utf8').toString('base64url');
 }
 
 /**
- * A service as a caller: the `authorization` value of its calls to each other service, a token minted
- * once and reused until half its life is gone, so a call costs a map lookup, never a signature.
+ * A caller (a service, or an internal caller of the deploying team) with its own private key: the
+ * `authorization` value of its calls to each service, a token minted once and reused until half its
+ * life is gone, so a call costs a map lookup, never a signature.
  */
 export class ServiceIdentity {
   readonly #kid: string;
@@ -102,13 +47,15 @@ export class ServiceIdentity {
   readonly #now: () => number;
   readonly #tokens = new Map<ServiceName, { readonly authorization: string; readonly renewAt: number }>();
 
+  /** `privateKey`: SERVICE_TOKEN_PRIVATE_KEY's value (PKCS#8 Ed25519, PEM or its base64 body). */
   constructor(
-    readonly name: ServiceName,
-    secret: string,
+    readonly name: string,
+    privateKey: string | KeyObject,
     options: { readonly now?: () => number } = {},
   ) {
-    this.#kid = keyIdOf(checkSecret(secret));
-    this.#key = createSecretKey(Buffer.from(secret, 'utf8'));
+    if (!CALLER_NAME.test(name)) throw new Error(`${JSON.stringify(name)} is no caller name (a-z, 0-9, -)`);
+    this.#key = typeof privateKey === 'string' ? parseServiceTokenPrivateKey(privateKey) : privateKey;
+    this.#kid = serviceTokenKeyId(this.#key);
     this.#now = options.now ?? Date.now;
   }
 
@@ -121,64 +68,118 @@ export class ServiceIdentity {
     const expires = issuedAt + SERVICE_TOKEN_LIFETIME_MS / 1000;
     // Signed here (node:crypto, synchronous) because call metadata is made synchronously; the callee
     // verifies with jose.
-    const header = base64url({ alg: 'HS256', typ: SERVICE_TOKEN_TYPE, kid: this.#kid });
+    const header = base64url({ alg: SERVICE_TOKEN_ALGORITHM, typ: SERVICE_TOKEN_TYPE, kid: this.#kid });
     const claims = base64url({ iss: this.name, aud: audience, iat: issuedAt, exp: expires });
     const signingInput = `${header}.${claims}`;
-    const signature = createHmac('sha256', this.#key).update(signingInput).digest('base64url');
+    const signature = sign(null, Buffer.from(signingInput, 'utf8'), this.#key).toString('base64url');
     const authorization = `Bearer ${signingInput}.${signature}`;
     this.#tokens.set(audience, { authorization, renewAt: expires * 1000 - RENEW_BEFORE_EXPIRY_MS });
     return authorization;
   }
 }
 
+/** A gRPC service as its generated descriptor describes it (`KeyService`, `PaymentSettler`, …). */
+export interface GrpcServiceDescriptor {
+  readonly name: string;
+  readonly typeName: string;
+  readonly methods: readonly { readonly name: string }[];
+}
+
 export interface ServiceCallersOptions {
   /** The service called: tokens must name it as their audience. */
   readonly service: ServiceName;
-  /** The services that may call it: tokens must name one of them as their issuer. */
-  readonly callers: readonly ServiceName[];
+  /** The gRPC service the authenticator guards: grants name its methods. */
+  readonly grpcService: GrpcServiceDescriptor;
   /** The clock (tests). */
   readonly now?: () => number;
 }
 
 class Refusal extends Error {}
 
+/** The public keys a service accepts, by `kid`, each with the callers it may sign for. */
+interface KnownKey {
+  readonly key: KeyObject;
+  readonly callers: ReadonlySet<string>;
+}
+
 /**
- * The authenticator of a service's gRPC calls (GrpcServer `add`'s `access`): a service token signed with
- * SERVICE_TOKEN_SECRET or one of SERVICE_TOKEN_VERIFICATION_SECRETS, for `service`, from one of
- * `callers`, not expired; the caller's name, or UNAUTHENTICATED saying why. A token verified once is
- * remembered until it expires, so a caller's many calls cost one verification.
+ * Which caller may call which method of `grpcService`: the services' own calls (SERVICE_CALL_GRANTS)
+ * and the internal callers' (SERVICE_TOKEN_INTERNAL_CALLERS). A grant naming a method the service does
+ * not have is a mistake in the settings (or the table), refused at start rather than ignored.
+ */
+export function methodGrants(
+  config: ServiceTokenServerConfig,
+  grpcService: GrpcServiceDescriptor,
+): ReadonlyMap<string, ReadonlySet<string>> {
+  const prefix = `${grpcService.name}.`;
+  const methods = new Set(grpcService.methods.map((method) => method.name));
+  const grants = new Map<string, Set<string>>();
+  const grant = (caller: string, granted: readonly string[]) => {
+    for (const qualified of granted) {
+      if (!qualified.startsWith(prefix)) continue;
+      const method = qualified.slice(prefix.length);
+      if (!methods.has(method))
+        throw new Error(`${caller} is granted ${qualified}, which ${grpcService.typeName} does not have`);
+      let set = grants.get(caller);
+      if (set === undefined) grants.set(caller, (set = new Set()));
+      set.add(method);
+    }
+  };
+  for (const [caller, granted] of Object.entries(SERVICE_CALL_GRANTS)) grant(caller, granted);
+  for (const caller of config.SERVICE_TOKEN_INTERNAL_CALLERS ?? []) grant(caller.name, caller.methods);
+  return grants;
+}
+
+/**
+ * The authenticator of a service's gRPC calls (GrpcServer `add`'s `access`): a service token for
+ * `service`, signed with one of the key pairs of the caller it names (SERVICE_TOKEN_CALLER_KEYS, or an
+ * internal caller's in SERVICE_TOKEN_INTERNAL_CALLERS), not expired, else UNAUTHENTICATED saying why;
+ * then the method called must be granted to that caller, else PERMISSION_DENIED. Returns the caller's
+ * name. A token verified once is remembered until it expires, so a caller's many calls cost one
+ * verification.
  */
 export function serviceCallers(
-  secrets: ServiceTokenSecrets,
+  config: ServiceTokenServerConfig,
   options: ServiceCallersOptions,
 ): CallAuthenticator {
-  const keys = new Map(
-    [secrets.SERVICE_TOKEN_SECRET, ...(secrets.SERVICE_TOKEN_VERIFICATION_SECRETS ?? [])].map(
-      (secret) => [keyIdOf(checkSecret(secret)), verificationKey(secret)] as const,
-    ),
-  );
-  const now = options.now ?? Date.now;
-  const callers = [...options.callers];
-  const verified = new Map<string, { readonly caller: string; readonly until: number }>();
-  const keyOf = (header: JWTHeaderParameters): Promise<webcrypto.CryptoKey> => {
-    const key = header.kid === undefined ? undefined : keys.get(header.kid);
-    if (key === undefined) throw new Refusal('signed with a secret this service does not know');
-    return key;
+  const keys = new Map<string, { key: KeyObject; callers: Set<string> }>();
+  const accept = (caller: string, publicKey: string) => {
+    const key = parseServiceTokenPublicKey(publicKey);
+    const kid = serviceTokenKeyId(key);
+    const known = keys.get(kid);
+    if (known) known.callers.add(caller);
+    else keys.set(kid, { key, callers: new Set([caller]) });
   };
+  for (const { caller, publicKey } of config.SERVICE_TOKEN_CALLER_KEYS) accept(caller, publicKey);
+  for (const caller of config.SERVICE_TOKEN_INTERNAL_CALLERS ?? [])
+    for (const publicKey of caller.publicKeys) accept(caller.name, publicKey);
+  const grants = methodGrants(config, options.grpcService);
+  const now = options.now ?? Date.now;
+  const verified = new Map<string, { readonly caller: string; readonly until: number }>();
 
   const verify = async (token: string): Promise<string> => {
+    let signer: KnownKey | undefined;
+    const keyOf = (header: JWTHeaderParameters): KeyObject => {
+      signer = header.kid === undefined ? undefined : keys.get(header.kid);
+      if (signer === undefined) throw new Refusal('signed with a key this service does not know');
+      return signer.key;
+    };
     try {
       const { payload } = await jwtVerify(token, keyOf, {
-        algorithms: ['HS256'],
+        algorithms: [SERVICE_TOKEN_ALGORITHM],
         typ: SERVICE_TOKEN_TYPE,
         audience: options.service,
-        issuer: callers,
         requiredClaims: ['iss', 'aud', 'iat', 'exp'],
         maxTokenAge: MAX_TOKEN_AGE_S,
         clockTolerance: CLOCK_TOLERANCE_S,
         currentDate: new Date(now()),
       });
-      const caller = payload.iss as string;
+      const caller = payload.iss!;
+      // The key is bound to its caller: the gateway's key cannot sign for the job-orchestrator.
+      if (!signer!.callers.has(caller))
+        throw new Refusal(
+          `signed with a key of ${[...signer!.callers].join(', ')}, not of ${printable(caller)}`,
+        );
       const until = (Math.min(payload.exp!, payload.iat! + MAX_TOKEN_AGE_S) + CLOCK_TOLERANCE_S) * 1000;
       if (verified.size >= VERIFIED_CACHE_SIZE) verified.delete(verified.keys().next().value as string);
       verified.set(token, { caller, until });
@@ -188,19 +189,31 @@ export function serviceCallers(
     }
   };
 
-  return ({ metadata }: CallCredentials) => {
-    const sent = metadata.get(METADATA.authorization)[0];
+  const authorize = (caller: string, call: CallCredentials): string => {
+    if (grants.get(caller)?.has(call.method.name)) return caller;
+    throw new RpcError(
+      GrpcStatus.PERMISSION_DENIED,
+      `service token refused: ${caller} may not call ${options.grpcService.name}.${call.method.name}`,
+    );
+  };
+
+  return (call: CallCredentials) => {
+    const sent = call.metadata.get(METADATA.authorization)[0];
     if (typeof sent !== 'string' || sent === '') throw refused('no service token');
     const match = /^Bearer +(\S+)$/i.exec(sent);
     if (!match) throw refused('not a bearer token');
     const token = match[1]!;
     const known = verified.get(token);
     if (known !== undefined) {
-      if (now() < known.until) return known.caller;
+      if (now() < known.until) return authorize(known.caller, call);
       verified.delete(token);
     }
-    return verify(token);
+    return verify(token).then((caller) => authorize(caller, call));
   };
+}
+
+function printable(name: unknown): string {
+  return typeof name === 'string' && CALLER_NAME.test(name) ? name : 'the caller it names';
 }
 
 function refused(reason: string): RpcError {
@@ -212,12 +225,6 @@ function reasonOf(error: unknown, service: ServiceName): string {
   if (error instanceof joseErrors.JWTExpired) return 'expired';
   if (error instanceof joseErrors.JWTClaimValidationFailed) {
     if (error.claim === 'aud') return `not for ${service}`;
-    if (error.claim === 'iss') {
-      const issuer = error.payload.iss;
-      return typeof issuer === 'string' && /^[a-z-]{1,40}$/.test(issuer)
-        ? `${issuer} may not call ${service}`
-        : `its issuer may not call ${service}`;
-    }
     if (error.claim === 'iat') return 'too old, or issued in the future';
     return `claim ${error.claim} ${error.reason}`;
   }

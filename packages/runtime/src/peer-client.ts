@@ -5,8 +5,8 @@ import { createClient, type ServiceClient } from '@svc/proto';
 type GrpcService = Parameters<typeof createClient>[0];
 
 export interface PeerClientOptions<A extends string | undefined = string | undefined> {
-  /** The calling service's settings: the secret its service tokens are signed with. */
-  readonly config: { readonly SERVICE_TOKEN_SECRET: string };
+  /** The calling service's settings: the private key its service tokens are signed with. */
+  readonly config: { readonly SERVICE_TOKEN_PRIVATE_KEY: string };
   /** The calling service, which its tokens name as their issuer. */
   readonly from: ServiceName;
   /** The service called, which its tokens name as their audience. */
@@ -41,7 +41,7 @@ export function peerClient<S extends GrpcService>(
     service,
     address,
     serviceClientOptions({
-      identity: new ServiceIdentity(from, config.SERVICE_TOKEN_SECRET),
+      identity: new ServiceIdentity(from, config.SERVICE_TOKEN_PRIVATE_KEY),
       audience: to,
       ...(timeoutMs === undefined ? {} : { defaultUnaryTimeoutMs: timeoutMs }),
     }),

@@ -1,6 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from '@jest/globals';
-import { createLogger, createServiceGrpcServer, serviceClientOptions, ServiceIdentity } from '@svc/platform';
+import {
+  createLogger,
+  createServiceGrpcServer,
+  generateServiceTokenKeyPair,
+  serviceClientOptions,
+  ServiceIdentity,
+} from '@svc/platform';
 import { closeClient, createClient, waitForClientReady, type GrpcServer, type ServiceImpl } from '@svc/proto';
 import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
 import { connectionAgeOptions } from '../src/runner.js';
@@ -9,7 +15,7 @@ import { connectionAgeOptions } from '../src/runner.js';
 // connections so that clients look the name up again and find replicas added since.
 
 const logger = createLogger({ service: 'grpc-balancing-test', level: 'silent' });
-const identity = new ServiceIdentity('gateway', 'balancing-test-secret-0123456789abcdef0123');
+const identity = new ServiceIdentity('gateway', generateServiceTokenKeyPair().privateKey);
 
 /** A payment-settler that records the client connection (peer) of every call, answering after `delayMs`. */
 async function recordingServer(channelOptions: Record<string, number> = {}, delayMs = 0) {

@@ -81,7 +81,7 @@ async function startStreamingGateway(keyServiceAddress: string, store: TestStore
     KeyService,
     keyServiceAddress,
     serviceClientOptions({
-      identity: new ServiceIdentity('gateway', config.SERVICE_TOKEN_SECRET),
+      identity: new ServiceIdentity('gateway', config.SERVICE_TOKEN_PRIVATE_KEY),
       audience: 'key-service',
       defaultUnaryTimeoutMs: config.KEY_SERVICE_TIMEOUT,
     }),

@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { generateServiceTokenKeyPair } from '@svc/platform';
 import { startGateway, type RunningGateway } from './support/gateway.js';
 import { call, randomWallet } from './support/http.js';
 import { startKeyService, type RunningKeyService } from './support/key-service.js';
 import { createTestStore, type TestStore } from './support/test-store.js';
 
-// The gateway's calls to the key-service carry its service token: with the deployment's secret they are
-// served; a gateway holding another secret is refused by the key-service on every call, so it never
-// turns ready and its /api answers 500 rather than acting.
+// The gateway's calls to the key-service carry its service token: signed with the gateway's key of the
+// deployment they are served; a gateway holding another key is refused by the key-service on every call,
+// so it never turns ready and its /api answers 500 rather than acting.
 
 let redis: TestStore;
 let keyService: RunningKeyService;
@@ -20,7 +21,7 @@ beforeAll(async () => {
   stranger = await startGateway({
     keyServiceAddress: keyService.address,
     store: redis.open(),
-    env: { SERVICE_TOKEN_SECRET: 'a-secret-the-key-service-does-not-know-0123' },
+    env: { SERVICE_TOKEN_PRIVATE_KEY: generateServiceTokenKeyPair().privateKey },
   });
 });
 
@@ -42,7 +43,7 @@ describe('service tokens between the gateway and the key-service', () => {
     expect(challenge.status).toBe(200);
   });
 
-  it('refuse a gateway signing with another secret: not ready, and its calls fail without acting', async () => {
+  it('refuse a gateway signing with another key: not ready, and its calls fail without acting', async () => {
     expect((await call(stranger.baseUrl, 'GET', '/readyz')).status).toBe(503);
     const challenge = await call(
       stranger.baseUrl,

@@ -1,4 +1,4 @@
-import { env, loadConfig, serviceTokenSettings, type ConfigOf } from '@svc/platform';
+import { env, loadConfig, serviceTokenServerSettings, type ConfigOf } from '@svc/platform';
 
 /**
  * Every setting of the key-service, read once from the environment at start-up (the database, store,
@@ -84,7 +84,7 @@ export const keyServiceConfigShape = {
     doc: 'Consumer group that settles reservations from job lifecycle events.',
     default: 'key-service.spend-settlement',
   }),
-  ...serviceTokenSettings,
+  ...serviceTokenServerSettings,
 };
 
 export type KeyServiceConfig = ConfigOf<typeof keyServiceConfigShape>;

@@ -54,7 +54,7 @@ export function createKeyServiceModule(options: KeyServiceModuleOptions = {}) {
           });
           await service.start();
           grpc.add(KeyService, service.handlers, {
-            authenticate: serviceCallers(config, { service: 'key-service', callers: ['gateway'] }),
+            authenticate: serviceCallers(config, { service: 'key-service', grpcService: KeyService }),
           });
           logger.info({ signingKeyId: tokenKeys.signing.kid }, 'key-service serving');
         },

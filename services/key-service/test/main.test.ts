@@ -88,7 +88,7 @@ describe('main', () => {
       'SIWE_URI',
       'CHAIN_ID',
       'SIGNIN_TOKEN_SIGNING_KEY',
-      'SERVICE_TOKEN_SECRET',
+      'SERVICE_TOKEN_CALLER_KEYS',
     ])
       expect(output).toContain(`${setting} is required`);
     expect(output).toContain('API_KEY_PEPPER must be at least 32 characters');
@@ -102,8 +102,8 @@ describe('main', () => {
       address,
       testServiceClientOptions('key-service', { defaultUnaryTimeoutMs: 10_000 }),
     );
-    // Only the gateway may call it: a call with no service token, or another service's, is refused
-    // before any handler runs.
+    // Only the gateway may call it: a call with no service token is refused UNAUTHENTICATED, another
+    // service's PERMISSION_DENIED, before any handler runs.
     const anonymous = createClient(KeyService, address, { defaultUnaryTimeoutMs: 10_000 });
     const orchestrator = createClient(
       KeyService,
@@ -121,10 +121,13 @@ describe('main', () => {
       expect(identity.wallet?.hex).toBe(wallet.address);
       const minted = await client.mintKey({ signInToken: signed.token });
       expect((await client.resolveKey({ presentedKey: minted.fullKey })).keyId).toBe(minted.apiKey!.id);
-      for (const refused of [anonymous, orchestrator]) {
+      for (const [refused, status] of [
+        [anonymous, GrpcStatus.UNAUTHENTICATED],
+        [orchestrator, GrpcStatus.PERMISSION_DENIED],
+      ] as const) {
         const error = await refused.mintKey({}).catch((e: unknown) => e);
         expect(error).toBeInstanceOf(RpcError);
-        expect((error as RpcError).status).toBe(GrpcStatus.UNAUTHENTICATED);
+        expect((error as RpcError).status).toBe(status);
         expect((error as RpcError).appCode).toBeUndefined();
       }
       await expect(anonymous.getJwks({})).rejects.toMatchObject({ status: GrpcStatus.UNAUTHENTICATED });
@@ -139,7 +142,10 @@ describe('main', () => {
       expect(sampleValue(text, 'grpc_server_handled_total', { ...mintKey, grpc_code: 'OK' })).toBe(1);
       expect(
         sampleValue(text, 'grpc_server_handled_total', { ...mintKey, grpc_code: 'UNAUTHENTICATED' }),
-      ).toBe(2);
+      ).toBe(1);
+      expect(
+        sampleValue(text, 'grpc_server_handled_total', { ...mintKey, grpc_code: 'PERMISSION_DENIED' }),
+      ).toBe(1);
       expect(sampleValue(text, 'grpc_server_handling_seconds_count', mintKey)).toBe(3);
       expect(
         sampleValue(text, 'svc_event_subscription_live', {

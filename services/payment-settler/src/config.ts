@@ -1,4 +1,4 @@
-import { env, loadConfig, serviceTokenSettings, type ConfigOf } from '@svc/platform';
+import { env, loadConfig, serviceTokenServerSettings, type ConfigOf } from '@svc/platform';
 
 /**
  * Every setting of the payment-settler, read once at start-up (the store, the chain and the gRPC server
@@ -42,7 +42,7 @@ export const paymentSettlerConfigShape = {
     doc: "How long the job timeout and the facilitator's authorization are remembered between chain reads (a model's fee is read on every call).",
     default: '5s',
   }),
-  ...serviceTokenSettings,
+  ...serviceTokenServerSettings,
 };
 
 export type PaymentSettlerConfig = ConfigOf<typeof paymentSettlerConfigShape>;

@@ -38,10 +38,7 @@ export const paymentSettlerModule = defineModule({
         if (parts) await verifyFacilitatorSetup(config, parts, client);
         else logger.warn('FACILITATOR_PRIVATE_KEY is not set: this server takes no per-call payments');
         grpc.add(PaymentSettler, paymentSettlerHandlers(parts), {
-          authenticate: serviceCallers(config, {
-            service: 'payment-settler',
-            callers: ['gateway', 'job-orchestrator'],
-          }),
+          authenticate: serviceCallers(config, { service: 'payment-settler', grpcService: PaymentSettler }),
         });
         logger.info(
           {

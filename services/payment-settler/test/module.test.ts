@@ -132,7 +132,7 @@ describe('the settler starts', () => {
     }
   });
 
-  it('serving PaymentSettler to the gateway and the job-orchestrator only: another call is refused before any handler', async () => {
+  it('serving PaymentSettler to the gateway and the job-orchestrator only, each the methods it calls: another call is refused before any handler', async () => {
     const running = await runSettler(devnet(), store, { GRPC_PORT: '0' });
     const address = running.grpcAddress!;
     const clients = {
@@ -151,6 +151,9 @@ describe('the settler starts', () => {
     };
     const verify = (client: (typeof clients)['gateway']) =>
       client.verifyPayment({ paymentSignature: 'e30', model: 'any' }).catch((error: unknown) => error);
+    const settle = (client: (typeof clients)['gateway']) =>
+      client.settlePayment({ reservationId: 'no-such-reservation' }).catch((error: unknown) => error);
+    const statusOf = (outcome: unknown) => (outcome instanceof RpcError ? outcome.status : GrpcStatus.OK);
     try {
       for (const refused of [clients.anonymous, clients.keyService]) {
         const error = await verify(refused);
@@ -158,8 +161,13 @@ describe('the settler starts', () => {
         expect((error as RpcError).status).toBe(GrpcStatus.UNAUTHENTICATED);
       }
       // Let through: the handler answers, refusing the payment (it is no payment at all).
-      for (const admitted of [clients.gateway, clients.orchestrator])
-        expect(await verify(admitted)).toMatchObject({ outcome: { case: 'refused' } });
+      expect(await verify(clients.gateway)).toMatchObject({ outcome: { case: 'refused' } });
+      // The gateway, which faces the internet, never settles; the job-orchestrator only settles.
+      expect(statusOf(await settle(clients.gateway))).toBe(GrpcStatus.PERMISSION_DENIED);
+      expect(statusOf(await verify(clients.orchestrator))).toBe(GrpcStatus.PERMISSION_DENIED);
+      expect([GrpcStatus.PERMISSION_DENIED, GrpcStatus.UNAUTHENTICATED]).not.toContain(
+        statusOf(await settle(clients.orchestrator)),
+      );
     } finally {
       Object.values(clients).forEach((client) => closeClient(client));
       await running.stop();

@@ -8,7 +8,7 @@ import type { GenService } from '@bufbuild/protobuf/codegenv2';
 import {
   createTestStore,
   TEST_REDIS_URL,
-  TEST_SERVICE_TOKEN_SECRET,
+  TEST_SERVICE_TOKEN_SETTINGS,
   testServiceClientOptions,
   type TestStore,
 } from '@svc/platform/testing';
@@ -80,7 +80,7 @@ class Orchestrator {
           TX_POLL_INTERVAL: '20ms',
           JOB_POLL_INTERVAL: '50ms',
           KEEPER_INTERVAL: '200ms',
-          SERVICE_TOKEN_SECRET: TEST_SERVICE_TOKEN_SECRET,
+          ...TEST_SERVICE_TOKEN_SETTINGS,
         },
         stdio: ['ignore', 'pipe', 'pipe'],
       },

@@ -64,7 +64,7 @@ export async function startV1Gateway(options: V1GatewayOptions): Promise<V1Gatew
     KeyService,
     options.keyServiceAddress,
     serviceClientOptions({
-      identity: new ServiceIdentity('gateway', config.SERVICE_TOKEN_SECRET),
+      identity: new ServiceIdentity('gateway', config.SERVICE_TOKEN_PRIVATE_KEY),
       audience: 'key-service',
       defaultUnaryTimeoutMs: config.KEY_SERVICE_TIMEOUT,
     }),
