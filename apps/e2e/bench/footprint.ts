@@ -31,6 +31,10 @@ const env = {
   DEVNET_PORT: '0',
   DEVNET_FILE: join(stateDir, 'devnet.json'),
   ...(values.capacity ? { CAPACITY: values.capacity } : {}),
+  // One fresh wallet opens a session per stream at once: room for it beyond the defaults that stop wallets
+  // which never pay from opening sessions (docs/architecture.md, Sessions nobody pays for).
+  SESSION_OPENS_UNPAID_PER_MINUTE: String(Math.max(10, streams)),
+  SESSION_UNUSED_PER_WALLET: String(Math.max(8, streams)),
   // The embedded PostgreSQL (PGlite) is most of the server's memory; DATABASE_URL compares without it.
   ...(process.env.DATABASE_URL ? { DATABASE_URL: process.env.DATABASE_URL } : {}),
 };

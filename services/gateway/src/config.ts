@@ -115,6 +115,12 @@ export const gatewayConfigShape = {
     min: 1,
   }),
   V1_PAYER_RATE_WINDOW: env.durationMs({ doc: 'Window of V1_PAYER_RATE_LIMIT.', default: '1m' }),
+  V1_KEYLESS_RATE_LIMIT: env.int({
+    doc: 'Completions without an API key (paid per call, or answered 402) that one client address (an IPv6 client: its /64) may send per V1_KEYLESS_RATE_WINDOW, over all replicas; counted before the payment-settler is asked anything (each call it answers costs chain reads), so past it the address gets 429 `rate_limit_exceeded`. Calls with an API key are not counted.',
+    default: 60,
+    min: 1,
+  }),
+  V1_KEYLESS_RATE_WINDOW: env.durationMs({ doc: 'Window of V1_KEYLESS_RATE_LIMIT.', default: '1m' }),
   V1_PAYER_CONCURRENCY_LIMIT: env.int({
     doc: "Completions paid per call without an API key that one payer may have in flight at once, over all replicas. A call with an API key beside its payment is held to the key's limits instead.",
     default: 1,

@@ -124,6 +124,8 @@ export function buildGatewayApp(ports: GatewayPorts): Express {
         payerRateLimit: config.V1_PAYER_RATE_LIMIT,
         payerRateWindowMs: config.V1_PAYER_RATE_WINDOW,
         payerConcurrencyLimit: config.V1_PAYER_CONCURRENCY_LIMIT,
+        keylessRateLimit: config.V1_KEYLESS_RATE_LIMIT,
+        keylessRateWindowMs: config.V1_KEYLESS_RATE_WINDOW,
         publicUrl: config.PUBLIC_URL,
       },
     }),

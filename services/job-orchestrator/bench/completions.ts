@@ -120,6 +120,8 @@ async function main(): Promise<void> {
         TX_POLL_INTERVAL: '20ms',
         JOB_POLL_INTERVAL: '50ms',
         SESSION_OPENS_PER_MINUTE: '1000',
+        SESSION_OPENS_UNPAID_PER_MINUTE: '1000',
+        SESSION_UNUSED_PER_WALLET: '1000',
         LINK_HEARTBEAT_INTERVAL: '1s',
         LINK_PRESENCE_TTL: '5s',
         FINAL_ANSWER_GRACE: '30s',

@@ -20,7 +20,25 @@ export class PayerLimits {
     private readonly rate: PayerRateLimit,
     /** Slots of their own (settings naming the payer as holder), apart from the keys'. */
     private readonly slots: CallSlots,
+    /** Keyless calls per client address, counted before the payment-settler is asked anything. */
+    private readonly perAddress: PayerRateLimit,
   ) {}
+
+  /**
+   * Counts a call that carries no API key in its client address's window, before the settler states the
+   * requirements or verifies a payment (each costs it chain reads), or throws the 429. The payer is not
+   * known yet, so the address is the only subject; a call with an API key is never counted here.
+   */
+  async countKeyless(network: string, res: Response): Promise<void> {
+    const { limit, windowMs } = this.perAddress;
+    const verdict = await this.windows.hit(rateWindowKey('v1:keyless', network), limit, windowMs);
+    const refusal = rateLimitRefusal(res, verdict, {
+      limit,
+      windowMs,
+      refusal: 'Too many calls without an API key from this address',
+    });
+    if (refusal !== undefined) throw refusal;
+  }
 
   /** Counts the call in the payer's rate window and takes an in-flight slot, or throws the 429. */
   async take(payer: string, res: Response): Promise<CallSlot> {

@@ -16,6 +16,8 @@ export interface V1LimitSettings {
   readonly payerRateLimit: number;
   readonly payerRateWindowMs: number;
   readonly payerConcurrencyLimit: number;
+  readonly keylessRateLimit: number;
+  readonly keylessRateWindowMs: number;
 }
 
 /** Every limit of `/v1`, each held in the shared store so it holds over every replica. */
@@ -26,7 +28,10 @@ export interface V1Limits {
   readonly keyRate: KeyRateLimit;
   /** Completions in flight per API key (`V1_KEY_CONCURRENCY_LIMIT`). */
   readonly keySlots: CallSlots;
-  /** Calls and calls in flight per payer of keyless per-call payments (`V1_PAYER_*`). */
+  /**
+   * Calls and calls in flight per payer of keyless per-call payments (`V1_PAYER_*`), and keyless calls per
+   * client address (`V1_KEYLESS_RATE_LIMIT`).
+   */
   readonly payerLimits: PayerLimits;
 }
 
@@ -69,6 +74,7 @@ export function v1Limits(
         { holder: 'payer', limit: settings.payerConcurrencyLimit, leaseTtlMs },
         logger,
       ),
+      { limit: settings.keylessRateLimit, windowMs: settings.keylessRateWindowMs },
     ),
   };
 }

@@ -3,6 +3,7 @@ import type { ChatCompletionRequest } from '@svc/api';
 import { AppError, isAppError, type Logger } from '@svc/platform';
 import { PAYMENT_SIGNATURE_HEADER } from '@svc/x402';
 import type { RequestHandler, Response } from 'express';
+import { clientNetwork } from '../http/client-address.js';
 import type { CallSlot, CallSlots } from '../limits/call-slots.js';
 import { ClientGoneError, drainFor, untilAborted } from './abortable-events.js';
 import { authenticatedKey, presentedApiKey } from './api-key-auth.js';
@@ -247,6 +248,8 @@ export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHand
       return;
     }
     const key = presentedApiKey(res);
+    // A keyless call costs the settler chain reads whatever it carries: its address is limited first.
+    if (key === undefined) await perCall.payerLimits.countKeyless(clientNetwork(req), res);
     const resource = perCall.resourceOf(req, body);
     const paymentSignature = req.get(PAYMENT_SIGNATURE_HEADER);
     if (paymentSignature === undefined && key === undefined) throw await perCall.paymentRequired(resource);

@@ -3,12 +3,18 @@ import { sleepUnlessAborted, type Logger, type Store } from '@svc/platform';
 import type { ServiceChain } from '../chain/service-chain.js';
 import { JobLifecycleKind, type LifecyclePublisher } from '../events/lifecycle-events.js';
 import type { JobOrchestratorMetrics, KeeperAction } from '../observability/job-orchestrator-metrics.js';
-import { OPEN_SESSIONS_GROUP, sessionBusyKey, sessionPoolGroup } from '../sessions/session-records.js';
+import {
+  OPEN_SESSIONS_GROUP,
+  parseOpenSession,
+  sessionBusyKey,
+  sessionPoolGroup,
+} from '../sessions/session-records.js';
 import type { SessionRecovery } from '../sessions/session-recovery.js';
+import type { PendingSubmissions } from './pending-submissions.js';
 import type { TrackedJob, TrackedJobs } from './tracked-jobs.js';
 
 export interface JobKeeperOptions {
-  readonly store: Pick<Store, 'locks' | 'values' | 'presence'>;
+  readonly store: Pick<Store, 'locks' | 'values' | 'presence' | 'concurrency'>;
   readonly chain: ServiceChain;
   readonly jobs: TrackedJobs;
   readonly lifecycle: LifecyclePublisher;
@@ -20,10 +26,14 @@ export interface JobKeeperOptions {
   readonly confirmations: number;
   /** An Active session idle this long (chain time) is closed, well before anyone may close it. */
   readonly idleCloseSeconds: number;
+  /** A session in which no job was ever submitted is closed after this long (SESSION_UNUSED_CLOSE). */
+  readonly unusedCloseSeconds: number;
   /** Most jobs per `releaseJobs` transaction. */
   readonly releaseBatchSize: number;
   /** Rebuilds the list of open sessions from the chain when the store lost it, so idle ones still close. */
   readonly recovery: Pick<SessionRecovery, 'ensure'>;
+  /** Submissions whose calls could not tell whether they landed: adopted when their job appears. */
+  readonly pending?: Pick<PendingSubmissions, 'take'>;
   readonly metrics: JobOrchestratorMetrics;
   readonly logger: Logger;
 }
@@ -101,7 +111,7 @@ export class JobKeeper {
         addresses: chain.reads.addresses,
         fromBlock: stored === null ? fromBlock : Number(stored),
         confirmations,
-        events: ['JobReleased', 'JobRefunded', 'JobDisputed', 'DebitSettled'],
+        events: ['JobReleased', 'JobRefunded', 'JobDisputed', 'DebitSettled', 'JobSubmitted'],
       });
     }
     for (;;) {
@@ -126,6 +136,10 @@ export class JobKeeper {
     const jobId = event.args.jobId as bigint;
     if (event.name === 'DebitSettled') {
       if (!trackedJobs.has(jobId)) await this.#adoptSettlement(jobId, event.args.payer);
+      return;
+    }
+    if (event.name === 'JobSubmitted') {
+      if (!trackedJobs.has(jobId)) await this.#adoptSubmission(event);
       return;
     }
     const tracked = trackedJobs.get(jobId);
@@ -168,14 +182,20 @@ export class JobKeeper {
     if (session.owner.toLowerCase() !== chain.principal.toLowerCase()) return;
     // A call that is still serving it tracks it itself, a moment after the settlement's receipt.
     if (await jobs.isRunning(jobId)) return;
-    await jobs.track(jobId, {
-      reservationId: `settlement-${jobId}`,
-      requestId: '',
-      paymentPath: 'prepaid_debit',
-      payer,
-      keyId: '',
-      model: '',
-    });
+    await jobs.track(
+      jobId,
+      {
+        reservationId: `settlement-${jobId}`,
+        requestId: '',
+        paymentPath: 'prepaid_debit',
+        payer,
+        keyId: '',
+        model: '',
+      },
+      // Awaiting its answer with no call to take it: refunded once answered, unless a resend of the
+      // payment is given the answer first (it tracks the job itself then).
+      job.state === JobState.Submitted ? { orphan: true } : {},
+    );
     // Still awaiting its answer, no call will serve it: worth a warning. Answered already (a restart with
     // an in-memory store forgets the calls' tracking), it only awaits its release.
     if (job.state === JobState.Submitted)
@@ -187,6 +207,28 @@ export class JobKeeper {
       );
   }
 
+  /**
+   * A submission whose call could not tell whether it landed (it gave up, its job held by nothing): tracked
+   * under the call's identity, so the job's end settles the call's spend hold (refunded, or spent).
+   */
+  async #adoptSubmission(event: Extract<ProtocolEvent, { name: 'JobSubmitted' }>): Promise<void> {
+    const { jobs, lifecycle, logger, pending } = this.#options;
+    if (!pending) return;
+    const call = await pending.take(String(event.args.promptBlobHash));
+    if (!call) return;
+    const { jobId, sessionId, worker, fee } = event.args;
+    await jobs.track(jobId, call);
+    await lifecycle.publish(call, JobLifecycleKind.SUBMITTED, {
+      jobId,
+      sessionId,
+      attempt: 1,
+      txHash: event.transactionHash,
+      worker,
+      feeWei: fee,
+    });
+    logger.warn({ jobId: jobId.toString() }, 'keeper adopted a submission its call never heard land');
+  }
+
   async #sweepJobs(): Promise<void> {
     const { chain, jobs, lifecycle, logger, releaseBatchSize, metrics } = this.#options;
     const [tracked, now, parameters] = await Promise.all([
@@ -195,7 +237,7 @@ export class JobKeeper {
       chain.reads.parameters(),
     ]);
     const releasable: bigint[] = [];
-    for (const { jobId, call } of tracked) {
+    for (const { jobId, call, undelivered, orphan } of tracked) {
       if (await jobs.isRunning(jobId)) continue;
       const job = await chain.reads.getJob(jobId);
       let action: KeeperAction | undefined;
@@ -209,6 +251,15 @@ export class JobKeeper {
           await lifecycle.publish(call, JobLifecycleKind.FAILED, { jobId, failureCode: 'job_failed' });
           await chain.refundJob(jobId);
           logger.info({ jobId: jobId.toString() }, 'keeper refunded a failed job');
+        } else if (
+          job.state === JobState.Completed &&
+          now <= job.completedAt + parameters.disputeWindowSeconds &&
+          (undelivered || (orphan && now > job.completedAt + parameters.disputeWindowSeconds / 2))
+        ) {
+          // Its answer never reached the caller: refunded (JobRefunded then publishes REFUNDED).
+          action = 'refund';
+          await chain.refundUndelivered(jobId);
+          logger.info({ jobId: jobId.toString() }, 'keeper refunded an undelivered job');
         } else if (
           job.state === JobState.Completed &&
           now > job.completedAt + parameters.disputeWindowSeconds
@@ -238,15 +289,18 @@ export class JobKeeper {
   }
 
   async #sweepSessions(): Promise<void> {
-    const { store, chain, idleCloseSeconds, logger, metrics } = this.#options;
+    const { store, chain, idleCloseSeconds, unusedCloseSeconds, logger, metrics } = this.#options;
     const now = await chain.now();
     for (const entry of await store.presence.list(OPEN_SESSIONS_GROUP)) {
       const sessionId = BigInt(entry.member);
       // A session held by a call is busy, not idle.
       if ((await store.locks.holder(sessionBusyKey(sessionId))) !== null) continue;
       const session = await chain.reads.getSession(sessionId);
+      // A session no job was ever submitted in (its caller left, or never paid) is closed early.
+      const unusedLeases = parseOpenSession(entry.value)?.unusedLeases;
+      const closeAfter = unusedLeases ? Math.min(unusedCloseSeconds, idleCloseSeconds) : idleCloseSeconds;
       const idle =
-        (session.state === SessionState.Active && now - session.lastActivityAt > idleCloseSeconds) ||
+        (session.state === SessionState.Active && now - session.lastActivityAt > closeAfter) ||
         (session.state === SessionState.Open && now > session.claimDeadline);
       if (session.state !== SessionState.Closed && !idle) continue;
       await store.presence.withdraw(sessionPoolGroup(session.owner, session.modelId), entry.member);
@@ -262,6 +316,8 @@ export class JobKeeper {
         }
       }
       await store.presence.withdraw(OPEN_SESSIONS_GROUP, entry.member);
+      // Its payer's and key's budget of unused sessions gets the slot back.
+      for (const lease of unusedLeases ?? []) await store.concurrency.release(lease.key, lease.leaseId);
     }
   }
 }

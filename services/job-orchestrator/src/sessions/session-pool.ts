@@ -14,18 +14,34 @@ import {
   poolSession,
   sessionBusyKey,
   sessionPoolGroup,
+  type OpenSessionRecord,
   type PooledSession,
+  type UnusedSessionLease,
 } from './session-records.js';
+import type { SessionOpenBudget } from './session-open-budget.js';
 import type { SessionRecovery } from './session-recovery.js';
+import { rankWorkers, type WorkerReputation, type WorkerStanding } from './worker-reputation.js';
 
 export type { PooledSession } from './session-records.js';
+
+/** What a job's end says of the session's worker: it answered, or it failed the job. */
+export type WorkerOutcome = 'answered' | 'failed';
 
 /** One session held for one job; `release` hands it back to the pool (exactly once). */
 export interface SessionLease {
   readonly session: PooledSession;
-  release(): Promise<void>;
-  /** Takes the session out of the pool for good (it broke); the keeper closes it. */
-  discard(): Promise<void>;
+  /** Hands the session back; with an outcome, the worker's record (WorkerReputation) counts it. */
+  release(outcome?: WorkerOutcome): Promise<void>;
+  /**
+   * Takes the session out of the pool for good (it broke); the keeper closes it. With an outcome (its
+   * worker failed the job), the worker's record counts it.
+   */
+  discard(outcome?: WorkerOutcome): Promise<void>;
+  /**
+   * A job was submitted in the session: it no longer counts against its payer's and key's budget of unused
+   * sessions, and the payer counts as paying. Idempotent.
+   */
+  jobSubmitted(): Promise<void>;
 }
 
 export interface SessionRequest {
@@ -39,6 +55,12 @@ export interface SessionRequest {
   readonly excludeSessions?: ReadonlySet<bigint>;
   /** Workers not to open a session with (the one that just failed the job). */
   readonly excludeWorkers?: ReadonlySet<string>;
+  /** Who pays the call (the wallet of its key, or the per-call payer): its budget of unused sessions. */
+  readonly payer?: string;
+  /** The call's API key, when it has one: its budget of unused sessions. */
+  readonly keyId?: string;
+  /** A session for the next attempt of a job already paid on chain: no budget of unused sessions applies. */
+  readonly forReassignment?: boolean;
   readonly onOpened?: (sessionId: bigint, worker: string, tx: ServiceTransaction) => void;
   readonly onClaimed?: (sessionId: bigint, worker: string) => void;
 }
@@ -47,8 +69,6 @@ export interface SessionPoolOptions {
   readonly store: Pick<Store, 'presence' | 'locks' | 'values' | 'rateWindows' | 'concurrency'>;
   readonly chain: ServiceChain;
   readonly workers: Pick<LinkedWorkers, 'live' | 'sendHint' | 'hintDeclined'>;
-  /** New sessions per minute, server-wide. */
-  readonly opensPerMinute: number;
   /** How long a job may hold its session before the lock lapses (beyond the job's deadline). */
   readonly holdTtlMs: number;
   /** A pooled session unused this long leaves the pool (and the keeper closes it). */
@@ -63,10 +83,18 @@ export interface SessionPoolOptions {
   readonly slotHoldMs: number;
   /** Rebuilds the pools from the chain when the store lost them; asked before a new session is opened. */
   readonly recovery: Pick<SessionRecovery, 'ensure'>;
+  /** What a new session costs its callers' budgets: the opens per minute, the sessions with no job. */
+  readonly opens: Pick<SessionOpenBudget, 'take' | 'release' | 'markPaid' | 'settings'>;
+  /** What each worker did (answers, failures, backoff), across calls and replicas. */
+  readonly reputation: Pick<WorkerReputation, 'answered' | 'failed' | 'standings'>;
+  /**
+   * New sessions an unproven worker (no answered job on record) has in calls' hands at once while a
+   * proven worker serves the model; beyond them it gets no new session until it answers.
+   */
+  readonly trialSessions: number;
   readonly logger: Logger;
 }
 
-const SESSION_OPENS_KEY = 'sessions:opens';
 /** How long a call waits for a worker to report the slot an eviction freed (it follows the chain's logs). */
 const ROOM_WAIT_MS = 10_000;
 const MINUTE_MS = 60_000;
@@ -74,8 +102,11 @@ const MINUTE_MS = 60_000;
 /**
  * Sessions pooled per (owner, model) in the shared store, one job at a time per session (a store lock),
  * so every replica draws from the same pool. A call prefers the session that last served its
- * conversation, then any free one, and only then opens a new session with the least loaded linked
- * worker that serves the model; opens are limited per minute server-wide.
+ * conversation, then any free one, and only then opens a new session with a linked worker that serves
+ * the model: proven workers (an answered job on record) first, unproven ones up to `trialSessions` each,
+ * workers that failed lately (backed off) last, the least loaded first within each. Opens are limited per
+ * minute server-wide, with a smaller share for payers that paid for no job lately, and each payer and key
+ * may hold only so many sessions in which no job was ever submitted.
  */
 export class SessionPool {
   readonly #options: SessionPoolOptions;
@@ -86,17 +117,23 @@ export class SessionPool {
 
   async acquire(request: SessionRequest): Promise<SessionLease> {
     const live = await this.#options.workers.live();
-    const pooled = await this.#takePooled(request, live);
+    const standings = await this.#options.reputation.standings(live.map((worker) => worker.address));
+    const pooled = await this.#takePooled(request, live, standings, false);
     if (pooled) return pooled;
     // An empty pool in a store that lost its records is no reason to open a session: recover them first.
     if (await this.#options.recovery.ensure()) {
-      const recovered = await this.#takePooled(request, live);
+      const recovered = await this.#takePooled(request, live, standings, false);
       if (recovered) return recovered;
     }
-    return this.#open(request, live);
+    return this.#open(request, live, standings);
   }
 
-  async #takePooled(request: SessionRequest, live: readonly LiveWorker[]): Promise<SessionLease | undefined> {
+  async #takePooled(
+    request: SessionRequest,
+    live: readonly LiveWorker[],
+    standings: ReadonlyMap<string, WorkerStanding>,
+    backedOffToo: boolean,
+  ): Promise<SessionLease | undefined> {
     const { store } = this.#options;
     const group = sessionPoolGroup(request.owner, request.modelId);
     const liveWorkers = new Map(live.map((worker) => [worker.address.toLowerCase(), worker]));
@@ -116,6 +153,8 @@ export class SessionPool {
       // its sessions still pooled; one gone for good leaves them idle until the keeper closes them.
       const worker = liveWorkers.get(session.worker.toLowerCase());
       if (!worker) continue;
+      // A worker that failed lately serves only when no other worker can (see #open).
+      if (!backedOffToo && standings.get(session.worker.toLowerCase())?.backedOff) continue;
       const lock = await store.locks.tryAcquire(
         sessionBusyKey(session.sessionId),
         request.holder,
@@ -133,16 +172,19 @@ export class SessionPool {
     return undefined;
   }
 
-  async #open(request: SessionRequest, liveNow: readonly LiveWorker[]): Promise<SessionLease> {
-    const { store } = this.#options;
+  async #open(
+    request: SessionRequest,
+    liveNow: readonly LiveWorker[],
+    standings: ReadonlyMap<string, WorkerStanding>,
+  ): Promise<SessionLease> {
     let live = liveNow;
-    let candidates = withRoomFor(request, live);
+    let { candidates, trial } = this.#ranked(request, live, standings);
     if (candidates.length === 0) {
       // Every worker is full: make room by closing the idle session used longest ago, if there is one.
       const evicted = await this.#evictIdleSession(request, live);
       if (evicted) {
         live = await this.#waitForRoom(evicted);
-        candidates = withRoomFor(request, live);
+        ({ candidates, trial } = this.#ranked(request, live, standings));
       }
     }
     if (candidates.length === 0) {
@@ -151,13 +193,59 @@ export class SessionPool {
         retryAfterSeconds: 5,
       });
     }
-    const verdict = await store.rateWindows.hit(SESSION_OPENS_KEY, this.#options.opensPerMinute, MINUTE_MS);
-    if (!verdict.allowed) {
-      throw new AppError('session_open_limit_exceeded', {
-        retryAfterSeconds: Math.max(1, Math.ceil(verdict.retryAfterMs / 1000)),
-      });
+    if (standings.get(candidates[0]!.address.toLowerCase())?.backedOff) {
+      // Only workers that failed lately have room: a pooled session with one of them costs no open.
+      const pooled = await this.#takePooled(request, live, standings, true);
+      if (pooled) return pooled;
     }
+    const budget = await this.#options.opens.take(request);
+    let lease: SessionLease | undefined;
+    try {
+      lease = await this.#openWithOneOf(candidates, request, budget, trial ? standings : undefined);
+      return lease;
+    } finally {
+      if (!lease) await this.#releaseLeases(budget);
+    }
+  }
+
+  async #releaseLeases(leases: readonly UnusedSessionLease[] | undefined): Promise<void> {
+    await this.#options.opens.release(leases);
+  }
+
+  /** The live workers with room for a new session of the request's model, best first (`rankWorkers`). */
+  #ranked(
+    request: SessionRequest,
+    live: readonly LiveWorker[],
+    standings: ReadonlyMap<string, WorkerStanding>,
+  ): { candidates: LiveWorker[]; trial: boolean } {
+    return rankWorkers(withRoomFor(request, live), live, request.model, standings);
+  }
+
+  /**
+   * Opens a session with the first candidate that takes it. With `trial` (the standings, while a proven
+   * worker serves the model), an unproven worker must also hold one of its `trialSessions` leases, kept for
+   * as long as a call holds the session.
+   */
+  async #openWithOneOf(
+    candidates: readonly LiveWorker[],
+    request: SessionRequest,
+    budget: readonly UnusedSessionLease[],
+    trial: ReadonlyMap<string, WorkerStanding> | undefined,
+  ): Promise<SessionLease> {
+    const { store } = this.#options;
     for (const worker of candidates) {
+      const standing = trial?.get(worker.address.toLowerCase());
+      let trialLease: UnusedSessionLease | undefined;
+      if (trial && !standing?.backedOff && (standing?.answered ?? 0) === 0) {
+        const key = `workers:trial:${worker.address.toLowerCase()}`;
+        const granted = await store.concurrency.acquire(
+          key,
+          this.#options.trialSessions,
+          this.#options.holdTtlMs,
+        );
+        if (!granted.granted) continue;
+        trialLease = { key, leaseId: granted.leaseId };
+      }
       // Reserve one of the worker's free session slots across replicas: two calls opening at once must
       // not both count on the last slot its heartbeat reported.
       const slotKey = `sessions:opening:${worker.address.toLowerCase()}`;
@@ -169,10 +257,11 @@ export class SessionPool {
       if (!slot.granted) continue;
       let lease: SessionLease | undefined;
       try {
-        lease = await this.#openWith(worker.address, request);
+        lease = await this.#openWith(worker.address, request, budget, trialLease);
       } finally {
         if (lease) await store.concurrency.renew(slotKey, slot.leaseId, this.#options.slotHoldMs);
         else await store.concurrency.release(slotKey, slot.leaseId);
+        if (!lease) await this.#releaseLeases(trialLease ? [trialLease] : []);
       }
       if (lease) return lease;
     }
@@ -195,8 +284,7 @@ export class SessionPool {
         .map((worker) => worker.address.toLowerCase()),
     );
     const pools = new Map<string, Map<string, number>>();
-    const idle: { sessionId: string; owner: string; modelId: string; worker: string; usedUntil: number }[] =
-      [];
+    const idle: (OpenSessionRecord & { sessionId: string; usedUntil: number })[] = [];
     for (const entry of await store.presence.list(OPEN_SESSIONS_GROUP)) {
       const record = parseOpenSession(entry.value);
       if (!record || !eligible.has(record.worker.toLowerCase())) continue;
@@ -227,6 +315,7 @@ export class SessionPool {
         );
         await chain.closeSession(sessionId);
         await store.presence.withdraw(OPEN_SESSIONS_GROUP, candidate.sessionId);
+        await this.#releaseLeases(candidate.unusedLeases);
         logger.info(
           { sessionId: candidate.sessionId, worker: candidate.worker },
           'closed an idle session to make room',
@@ -257,8 +346,14 @@ export class SessionPool {
    * (or the registry no longer lets it serve): the caller tries the next worker. A worker that stays
    * silent through the claim window is `no_worker_available`.
    */
-  async #openWith(worker: string, request: SessionRequest): Promise<SessionLease | undefined> {
-    const { store, chain, logger } = this.#options;
+  async #openWith(
+    worker: string,
+    request: SessionRequest,
+    budget: readonly UnusedSessionLease[],
+    trialLease: UnusedSessionLease | undefined,
+  ): Promise<SessionLease | undefined> {
+    const { store, chain, logger, reputation } = this.#options;
+    const unusedLeases = budget.length > 0 ? { unusedLeases: budget } : {};
     let opened: Awaited<ReturnType<ServiceChain['openSession']>>;
     try {
       opened = await chain.openSession(request.owner, request.modelId, worker);
@@ -270,7 +365,12 @@ export class SessionPool {
     }
     const { sessionId, claimDeadline, tx } = opened;
     request.onOpened?.(sessionId, worker, tx);
-    await announceOpenSession(store, sessionId, { owner: request.owner, modelId: request.modelId, worker });
+    await announceOpenSession(store, sessionId, {
+      owner: request.owner,
+      modelId: request.modelId,
+      worker,
+      ...unusedLeases,
+    });
     await store.locks.tryAcquire(sessionBusyKey(sessionId), request.holder, this.#options.holdTtlMs);
     const hintId = `session-${sessionId}`;
     this.#options.workers.sendHint(worker, {
@@ -298,6 +398,8 @@ export class SessionPool {
       );
       await store.locks.release(sessionBusyKey(sessionId), request.holder);
       if (claim.kind === 'declined') return undefined;
+      // Silent through the claim window: that costs the worker (its backoff keeps the next call off it).
+      await reputation.failed(worker);
       throw new AppError('no_worker_available', {
         message: `The worker picked for a new session of ${request.model} did not claim it within the claim window; try again.`,
         retryAfterSeconds: 1,
@@ -315,8 +417,9 @@ export class SessionPool {
       modelId: request.modelId,
       worker,
       publicKey: claim.publicKey,
+      ...unusedLeases,
     };
-    return this.#lease(session, request);
+    return this.#lease(session, request, trialLease);
   }
 
   /** Waits for the claim: the session's public key, or why there is none (chain time judges the window). */
@@ -341,15 +444,50 @@ export class SessionPool {
     }
   }
 
-  #lease(session: PooledSession, request: SessionRequest): SessionLease {
-    const { store, idleTtlMs, affinityTtlMs } = this.#options;
+  #lease(session: PooledSession, request: SessionRequest, trialLease?: UnusedSessionLease): SessionLease {
+    const { store, idleTtlMs, affinityTtlMs, opens, reputation, logger } = this.#options;
     let done = false;
-    const finish = async (keep: boolean): Promise<void> => {
+    let current = session;
+    // Never throws: the job is on chain by now; a store that fails here leaves the leases to their TTL.
+    const jobSubmitted = async (): Promise<void> => {
+      try {
+        const leases = current.unusedLeases;
+        if (request.payer) await this.#options.opens.markPaid(request.payer);
+        if (!leases) return;
+        const { unusedLeases: _spent, ...used } = current;
+        current = used;
+        await announceOpenSession(store, current.sessionId, {
+          owner: current.owner,
+          modelId: current.modelId,
+          worker: current.worker,
+        });
+        await this.#releaseLeases(leases);
+      } catch (error) {
+        logger.warn({ err: error, sessionId: current.sessionId.toString() }, 'session not marked as used');
+      }
+    };
+    const recordOutcome = async (outcome: WorkerOutcome | undefined): Promise<void> => {
+      try {
+        if (outcome === 'answered') await reputation.answered(current.worker);
+        else if (outcome === 'failed') await reputation.failed(current.worker);
+      } catch (error) {
+        logger.warn({ err: error, worker: current.worker }, "worker's record not updated");
+      }
+    };
+    const finish = async (keep: boolean, outcome?: WorkerOutcome): Promise<void> => {
       if (done) return;
       done = true;
+      await recordOutcome(outcome);
+      // The unproven worker's trial session is free again once the call lets the session go.
+      if (trialLease) await this.#releaseLeases([trialLease]);
       if (keep) {
         // Used by a job just now: its worker held the key, whatever the pool said when it was recovered.
-        await poolSession(store, { ...session, recovered: false }, idleTtlMs);
+        // A session no job was ever submitted in waits only until the keeper closes it early.
+        await poolSession(
+          store,
+          { ...current, recovered: false },
+          current.unusedLeases ? Math.min(idleTtlMs, opens.settings.closeAfterMs) : idleTtlMs,
+        );
         if (request.conversationId)
           await store.values.set(
             affinityKey(session.owner, session.modelId, request.conversationId),
@@ -357,11 +495,16 @@ export class SessionPool {
             affinityTtlMs,
           );
       } else {
-        await this.#retire(session, 'discarded after a failure');
+        await this.#retire(current, 'discarded after a failure');
       }
       await store.locks.release(sessionBusyKey(session.sessionId), request.holder);
     };
-    return { session, release: () => finish(true), discard: () => finish(false) };
+    return {
+      session,
+      release: (outcome) => finish(true, outcome),
+      discard: (outcome) => finish(false, outcome),
+      jobSubmitted,
+    };
   }
 
   /** Takes a session out of the pool and closes it on chain in the background (the keeper retries). */
@@ -378,6 +521,7 @@ export class SessionPool {
     void chain
       .closeSession(session.sessionId)
       .then(() => store.presence.withdraw(OPEN_SESSIONS_GROUP, session.sessionId.toString()))
+      .then(() => this.#releaseLeases(session.unusedLeases))
       .catch((error: unknown) =>
         logger.warn(
           { err: error, sessionId: session.sessionId.toString() },

@@ -1,5 +1,14 @@
 import type { Store } from '@svc/platform';
 
+/**
+ * A lease a session with no submitted job yet holds on its payer's (and key's) budget of unused sessions;
+ * released when its first job is submitted or it closes, else it lapses at its TTL.
+ */
+export interface UnusedSessionLease {
+  readonly key: string;
+  readonly leaseId: string;
+}
+
 /** A claimed session the service holds for an (owner, model) pair, as the pool records it. */
 export interface PooledSession {
   readonly sessionId: bigint;
@@ -14,6 +23,8 @@ export interface PooledSession {
    * must list it before a job goes to it (the worker may have lost the key).
    */
   readonly recovered?: boolean;
+  /** Present while no job was ever submitted in it: the budget leases it holds (see UnusedSessionLease). */
+  readonly unusedLeases?: readonly UnusedSessionLease[];
 }
 
 /** A session the service opened and has not closed, as the keeper's list records it. */
@@ -21,6 +32,8 @@ export interface OpenSessionRecord {
   readonly owner: string;
   readonly modelId: string;
   readonly worker: string;
+  /** Present while no job was ever submitted in it: the keeper closes it after SESSION_UNUSED_CLOSE. */
+  readonly unusedLeases?: readonly UnusedSessionLease[];
 }
 
 /** Every session the service opened and has not closed: the keeper's list for idle closing. */
@@ -46,7 +59,12 @@ export function announceOpenSession(
   return store.presence.announce(
     OPEN_SESSIONS_GROUP,
     sessionId.toString(),
-    JSON.stringify({ owner: record.owner, modelId: record.modelId, worker: record.worker }),
+    JSON.stringify({
+      owner: record.owner,
+      modelId: record.modelId,
+      worker: record.worker,
+      ...(record.unusedLeases ? { unusedLeases: record.unusedLeases } : {}),
+    }),
     OPEN_SESSION_TTL_MS,
   );
 }
@@ -64,6 +82,7 @@ export function poolSession(store: SessionStore, session: PooledSession, idleTtl
       worker: session.worker,
       publicKey: Buffer.from(session.publicKey).toString('hex'),
       ...(session.recovered ? { recovered: true } : {}),
+      ...(session.unusedLeases ? { unusedLeases: session.unusedLeases } : {}),
     }),
     idleTtlMs,
   );
@@ -74,7 +93,13 @@ export function parseOpenSession(value: string): OpenSessionRecord | undefined {
     const raw = JSON.parse(value) as Record<string, unknown>;
     if (typeof raw.owner !== 'string' || typeof raw.modelId !== 'string' || typeof raw.worker !== 'string')
       return undefined;
-    return { owner: raw.owner, modelId: raw.modelId, worker: raw.worker };
+    const unusedLeases = parseUnusedLeases(raw.unusedLeases);
+    return {
+      owner: raw.owner,
+      modelId: raw.modelId,
+      worker: raw.worker,
+      ...(unusedLeases ? { unusedLeases } : {}),
+    };
   } catch {
     return undefined;
   }
@@ -101,8 +126,20 @@ export function parsePooledSession(value: string): PooledSession | undefined {
       worker,
       publicKey: new Uint8Array(Buffer.from(publicKey, 'hex')),
       ...(raw.recovered === true ? { recovered: true } : {}),
+      ...(parseUnusedLeases(raw.unusedLeases) ? { unusedLeases: parseUnusedLeases(raw.unusedLeases) } : {}),
     };
   } catch {
     return undefined;
   }
+}
+
+function parseUnusedLeases(value: unknown): UnusedSessionLease[] | undefined {
+  if (!Array.isArray(value)) return undefined;
+  return value.filter(
+    (lease): lease is UnusedSessionLease =>
+      typeof lease === 'object' &&
+      lease !== null &&
+      typeof (lease as UnusedSessionLease).key === 'string' &&
+      typeof (lease as UnusedSessionLease).leaseId === 'string',
+  );
 }

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { JobState, SessionState } from '@svc/chain';
 import { MemoryStore } from '@svc/platform';
 import { JobLifecycleKind } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
@@ -21,6 +21,10 @@ import { DEPLOYED_MODELS, MODEL } from '../support/models.js';
 import { depositedWallet, runPaid, signedPayment, verifiedPayment } from '../support/per-call-payments.js';
 import { RawLink } from '../support/raw-link.js';
 import { fundedWallet, type ReferenceWorker } from '../support/reference-worker.js';
+import { WorkerReputation } from '../../src/sessions/worker-reputation.js';
+import { sessionPoolGroup } from '../../src/sessions/session-records.js';
+import { connectJobRegistry, modelIdOf } from '@svc/contracts';
+import { Interface, parseUnits } from 'ethers';
 
 // A short claim window, so the unclaimed-session case takes seconds.
 const devnet = useDevnet({
@@ -50,6 +54,13 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.stop();
   await memory.close();
+});
+
+// Each case starts with no worker on record, so the faulty worker (more room) is still picked first: the
+// service remembers failures across calls (the choice of workers), which would keep later cases off it.
+beforeEach(async () => {
+  const reputation = new WorkerReputation(memory, { backoffMs: 1, maxBackoffMs: 1, recordTtlMs: 1 });
+  await Promise.all([faulty, healthy].map((worker) => reputation.forget(worker.wallet.address)));
 });
 
 function kindsOf(jobId: string): JobLifecycleKind[] {
@@ -153,8 +164,9 @@ describe('a job that fails after its first output', () => {
 });
 
 describe('divergence', () => {
-  it('ends stream_diverged when the committed answer does not extend what was streamed', async () => {
+  it('ends stream_diverged when the committed answer does not extend what was streamed, and refunds the Completed job', async () => {
     const wallet = await stack.payingWallet();
+    const before = await stack.chain.delegatePosition(wallet.address, stack.signer);
     const content = 'start over #fault:restart-after-chunks=2';
     const events = await stack.complete(wallet.address, content);
     expect(shapeOf(events)).toEqual(['retrying', 'started', 'delta', 'failed']);
@@ -162,6 +174,13 @@ describe('divergence', () => {
     const jobId = retryOf(events)!.jobId;
     await eventually(jobId, JobLifecycleKind.DIVERGED);
     expect(deliveredText(events)).not.toBe(restartedDeterministicAnswer([{ role: 'user', content }]));
+    // The answer never reached the caller: the job the worker committed is refunded (refundUndelivered),
+    // so the wallet pays nothing, and REFUNDED (not DIVERGED) is what gives the key's hold back.
+    await eventually(jobId, JobLifecycleKind.REFUNDED);
+    expect((await stack.chain.getJob(BigInt(jobId))).state).toBe(JobState.Refunded);
+    const after = await stack.chain.delegatePosition(wallet.address, stack.signer);
+    expect(after.balance).toBe(before.balance);
+    expect(after.allowance).toBe(before.allowance);
   });
 
   it('sends the missing tail when what was streamed is a strict prefix of the committed answer', async () => {
@@ -242,4 +261,68 @@ describe('a new session its worker never claims', () => {
       link.close();
     }
   });
+});
+
+describe('a submission front-run by its session owner', () => {
+  it('reverts on chain: the call ends not submitted with FAILED, the session leaves the pool, and the wallet is counted', async () => {
+    const wallet = await stack.payingWallet();
+    // A pooled, claimed session of the wallet's.
+    const warm = await stack.complete(wallet.address, 'warm up');
+    const sessionId = BigInt(completionOf(warm)!.service!.sessionId);
+    const pool = sessionPoolGroup(wallet.address, modelIdOf(MODEL.name));
+    expect((await memory.presence.list(pool)).map((entry) => entry.member)).toContain(sessionId.toString());
+
+    const provider = devnet().provider;
+    const submitJobFor = new Interface(['function submitJobFor(address,uint256,uint256)']).getFunction(
+      'submitJobFor',
+    )!.selector;
+    await provider.send('evm_setAutomine', [false]);
+    let call: Promise<Awaited<ReturnType<typeof stack.complete>>> | undefined;
+    try {
+      call = stack.complete(wallet.address, 'front-run me');
+      // The service's submission waits in the mempool, where the owner sees it and closes the session with
+      // a higher tip: mined first, so the submission reverts in the same block.
+      await waitUntil(
+        async () => {
+          const pending = (await provider.send('eth_getBlockByNumber', ['pending', true])) as {
+            transactions: { input: string }[];
+          };
+          return pending.transactions.some((tx) => tx.input.startsWith(submitJobFor));
+        },
+        (seen) => seen,
+        { what: 'the submission in the mempool', timeoutMs: 15_000 },
+      );
+      const registry = connectJobRegistry(devnet().deployment.jobRegistryAddress, wallet);
+      await registry.closeSession(sessionId, {
+        maxPriorityFeePerGas: parseUnits('50', 'gwei'),
+        maxFeePerGas: parseUnits('200', 'gwei'),
+      });
+      await provider.send('evm_mine', []);
+    } finally {
+      await provider.send('evm_setAutomine', [true]);
+    }
+    const events = await call!;
+    expect(shapeOf(events)).toEqual(['failed']);
+    expect(failureOf(events)).toMatchObject({ error: { code: 'job_failed' }, jobSubmitted: false });
+    expect((await stack.chain.getSession(sessionId)).state).toBe(SessionState.Closed);
+    // The closed session never goes back to the pool.
+    expect((await memory.presence.list(pool)).map((entry) => entry.member)).not.toContain(
+      sessionId.toString(),
+    );
+    // FAILED releases the key's hold at once (not after its 10-minute TTL).
+    await waitUntil(
+      async () =>
+        stack.events.some(
+          (event) =>
+            event.kind === JobLifecycleKind.FAILED &&
+            event.payer?.hex.toLowerCase() === wallet.address.toLowerCase() &&
+            event.jobId === '',
+        ),
+      (failed) => failed,
+      { what: 'the FAILED event of the front-run call', timeoutMs: 10_000 },
+    );
+    // Counted against the wallet: past SUBMISSION_REVERT_LIMIT its calls are refused before anything is sent.
+    const counted = await memory.counters.get(`submissions:reverted:${wallet.address.toLowerCase()}`);
+    expect(counted.reverted).toBe(1n);
+  }, 60_000);
 });

@@ -2,8 +2,15 @@ import { describe, expect, it } from '@jest/globals';
 import { SessionState } from '@svc/chain';
 import { createLogger, isAppError, MemoryStore } from '@svc/platform';
 import type { LiveWorker } from '../../src/link/worker-presence.js';
+import { SessionOpenBudget, type SessionOpenSettings } from '../../src/sessions/session-open-budget.js';
 import { SessionPool, type SessionPoolOptions } from '../../src/sessions/session-pool.js';
-import { poolSession, OPEN_SESSIONS_GROUP } from '../../src/sessions/session-records.js';
+import {
+  parseOpenSession,
+  poolSession,
+  OPEN_SESSIONS_GROUP,
+  sessionPoolGroup,
+} from '../../src/sessions/session-records.js';
+import { WorkerReputation } from '../../src/sessions/worker-reputation.js';
 
 // The session pool over the in-memory store with the chain and the workers faked: milliseconds a case.
 // The devnet suites (completions, session-recovery) run the same pool against anvil and real workers.
@@ -63,8 +70,22 @@ class FakeChain {
   }
 }
 
-function poolWith(live: LiveWorker[], overrides: Partial<SessionPoolOptions> = {}) {
-  const store = new MemoryStore();
+/** Budgets no old case reaches: the cases about them set their own. */
+const LOOSE_BUDGETS: SessionOpenSettings = {
+  opensPerMinute: 100,
+  perPayer: 1_000,
+  perKey: 1_000,
+  closeAfterMs: 60_000,
+  unpaidOpensPerMinute: 1_000,
+  paidMarkTtlMs: 60_000,
+};
+
+function poolWith(
+  live: LiveWorker[],
+  { budget, ...overrides }: Partial<SessionPoolOptions> & { budget?: Partial<SessionOpenSettings> } = {},
+  shared?: MemoryStore,
+) {
+  const store = shared ?? new MemoryStore();
   const chain = new FakeChain();
   const hints: { worker: string; sessionId: string }[] = [];
   const pool = new SessionPool({
@@ -78,13 +99,19 @@ function poolWith(live: LiveWorker[], overrides: Partial<SessionPoolOptions> = {
       },
       hintDeclined: () => false,
     },
-    opensPerMinute: 100,
     holdTtlMs: 60_000,
     idleTtlMs: 60_000,
     affinityTtlMs: 60_000,
     claimPollIntervalMs: 1,
     slotHoldMs: 1_000,
     recovery: { ensure: async () => false },
+    opens: new SessionOpenBudget(store, { ...LOOSE_BUDGETS, ...budget }),
+    reputation: new WorkerReputation(store, {
+      backoffMs: 60_000,
+      maxBackoffMs: 600_000,
+      recordTtlMs: 3_600_000,
+    }),
+    trialSessions: 1_000,
     logger,
     ...overrides,
   });
@@ -209,7 +236,9 @@ describe('the session pool (fakes)', () => {
   });
 
   it('refuses a new session beyond the opens per minute, and when no worker serves the model', async () => {
-    const { pool } = poolWith([worker('0x00000000000000000000000000000000000000b1')], { opensPerMinute: 1 });
+    const { pool } = poolWith([worker('0x00000000000000000000000000000000000000b1')], {
+      budget: { opensPerMinute: 1 },
+    });
     await pool.acquire(request('call-1'));
     const refused = await pool.acquire(request('call-2')).catch((error: unknown) => error);
     expect(isAppError(refused) && refused.code).toBe('session_open_limit_exceeded');
@@ -217,5 +246,150 @@ describe('the session pool (fakes)', () => {
     const none = poolWith([worker('0x00000000000000000000000000000000000000b1', { models: ['other'] })]);
     const unserved = await none.pool.acquire(request('call-3')).catch((error: unknown) => error);
     expect(isAppError(unserved) && unserved.code).toBe('no_worker_available');
+  });
+});
+
+const B1 = '0x00000000000000000000000000000000000000b1';
+const B2 = '0x00000000000000000000000000000000000000b2';
+const B3 = '0x00000000000000000000000000000000000000b3';
+
+async function codeOf(lease: Promise<unknown>): Promise<string | undefined> {
+  const error = await lease.then(
+    () => undefined,
+    (caught: unknown) => caught,
+  );
+  return isAppError(error) ? error.code : undefined;
+}
+
+/** A call of `wallet` (the session owner and payer on the delegate path) with one of its keys. */
+function walletCall(holder: string, wallet: string, keyId: string) {
+  return { ...request(holder), owner: wallet, payer: wallet, keyId };
+}
+
+describe('sessions in which no job was submitted (issue 27, item 2)', () => {
+  it('bounds them per key and per wallet, and a submitted job gives the slot back', async () => {
+    const roomy = worker(B1, { freeJobSlots: 64, freeSessionSlots: 64 });
+    const { pool, chain, store } = poolWith([roomy], {
+      budget: { perKey: 2, perPayer: 3 },
+    });
+    const wallet = '0x00000000000000000000000000000000000000c1';
+    // Calls that leave before submitting: their sessions are held here, then handed back unused.
+    const a1 = await pool.acquire(walletCall('a1', wallet, 'key-a'));
+    const a2 = await pool.acquire(walletCall('a2', wallet, 'key-a'));
+    expect(await codeOf(pool.acquire(walletCall('a3', wallet, 'key-a')))).toBe('session_open_limit_exceeded');
+    const b1 = await pool.acquire(walletCall('b1', wallet, 'key-b'));
+    expect(await codeOf(pool.acquire(walletCall('b2', wallet, 'key-b')))).toBe('session_open_limit_exceeded');
+    expect(chain.opened).toHaveLength(3);
+    await Promise.all([a1.release(), a2.release(), b1.release()]);
+
+    // The pooled sessions still serve the wallet: no open needed.
+    const taken = await Promise.all(
+      ['c1', 'c2', 'c3'].map((holder) => pool.acquire(walletCall(holder, wallet, 'key-b'))),
+    );
+    expect(chain.opened).toHaveLength(3);
+    expect(await codeOf(pool.acquire(walletCall('c4', wallet, 'key-b')))).toBe('session_open_limit_exceeded');
+    // A job submitted in one of them: that session leaves the budget, so one more may open.
+    await taken[0]!.jobSubmitted();
+    const fourth = await pool.acquire(walletCall('c5', wallet, 'key-b'));
+    expect(chain.opened).toHaveLength(4);
+    expect(await store.concurrency.count(`sessions:unused:payer:${wallet}`)).toBe(3);
+    await fourth.release();
+  });
+
+  it('keeps paying wallets served while wallets that never paid use up their share of the opens', async () => {
+    const roomy = worker(B1, { freeJobSlots: 64, freeSessionSlots: 64 });
+    const { pool } = poolWith([roomy], {
+      budget: { opensPerMinute: 6, unpaidOpensPerMinute: 3 },
+    });
+    const paying = '0x00000000000000000000000000000000000000d0';
+    const first = await pool.acquire(walletCall('p1', paying, 'key-p'));
+    await first.jobSubmitted();
+    await first.release('answered');
+    // Twelve wallets holding one fee each open sessions and leave before paying for a job.
+    const outcomes = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => {
+        const wallet = `0x00000000000000000000000000000000000000${(0xe0 + i).toString(16)}`;
+        return codeOf(pool.acquire(walletCall(`s${i}`, wallet, `key-s${i}`)));
+      }),
+    );
+    expect(outcomes.filter((code) => code === undefined)).toHaveLength(2);
+    expect(outcomes.filter((code) => code === 'session_open_limit_exceeded')).toHaveLength(10);
+    // The paying wallet still opens what it needs (its pooled session is busy with another call).
+    const busy = await pool.acquire(walletCall('p2', paying, 'key-p'));
+    expect(busy.session.sessionId).toBe(first.session.sessionId);
+    const opened = await pool.acquire(walletCall('p3', paying, 'key-p'));
+    expect(opened.session.sessionId).not.toBe(first.session.sessionId);
+  });
+
+  it('pools a session no job was submitted in only until SESSION_UNUSED_CLOSE, marked for the keeper', async () => {
+    const { pool, store } = poolWith([worker(B1)], {
+      idleTtlMs: 600_000,
+      budget: { closeAfterMs: 5_000 },
+    });
+    const wallet = '0x00000000000000000000000000000000000000c2';
+    const left = await pool.acquire(walletCall('left', wallet, 'key-a'));
+    await left.release();
+    const group = sessionPoolGroup(wallet, MODEL_ID);
+    const [unused] = await store.presence.list(group);
+    expect(unused!.expiresAtMs - Date.now()).toBeLessThanOrEqual(5_000);
+    const [record] = await store.presence.list(OPEN_SESSIONS_GROUP);
+    expect(parseOpenSession(record!.value)?.unusedLeases).toHaveLength(2);
+    expect(await store.concurrency.count('sessions:unused:key:key-a')).toBe(1);
+
+    const paid = await pool.acquire(walletCall('paid', wallet, 'key-a'));
+    expect(paid.session.sessionId).toBe(left.session.sessionId);
+    await paid.jobSubmitted();
+    await paid.release('answered');
+    const [used] = await store.presence.list(group);
+    expect(used!.expiresAtMs - Date.now()).toBeGreaterThan(500_000);
+    const [usedRecord] = await store.presence.list(OPEN_SESSIONS_GROUP);
+    expect(parseOpenSession(usedRecord!.value)?.unusedLeases).toBeUndefined();
+    expect(await store.concurrency.count('sessions:unused:key:key-a')).toBe(0);
+    expect(await store.concurrency.count(`sessions:unused:payer:${wallet}`)).toBe(0);
+  });
+});
+
+describe('the choice of workers (issue 27, item 5)', () => {
+  it('remembers a failure across calls and replicas: the next sessions go to another worker', async () => {
+    // The staller claims far more room than the honest worker and was the least loaded pick.
+    const staller = worker(B1, { freeJobSlots: 32, freeSessionSlots: 32 });
+    const honest = worker(B2, { freeJobSlots: 2, freeSessionSlots: 4 });
+    const { pool, store } = poolWith([staller, honest]);
+    const first = await pool.acquire(request('call-1'));
+    expect(first.session.worker).toBe(B1);
+    // Its job timed out: the run discards the session and says the worker failed.
+    await first.discard('failed');
+    const second = await pool.acquire(request('call-2'));
+    expect(second.session.worker).toBe(B2);
+    // Another replica, sharing the store, knows it too.
+    const replica = poolWith([staller, honest], {}, store);
+    const third = await replica.pool.acquire(request('call-3'));
+    expect(third.session.worker).toBe(B2);
+  });
+
+  it('prefers a worker that answered, and gives an unproven one only its trial sessions meanwhile', async () => {
+    const proven = worker(B2, { freeJobSlots: 2, freeSessionSlots: 3 });
+    const newcomer = worker(B3, { freeJobSlots: 32, freeSessionSlots: 32 });
+    const { pool, chain } = poolWith([proven, newcomer], { trialSessions: 2, slotHoldMs: 60_000 });
+    const warmUp = await pool.acquire(request('warm-up'));
+    expect(warmUp.session.worker).toBe(B3);
+    // The warm-up went to the newcomer (both unproven, it has more room); now only the other one answered.
+    await warmUp.discard();
+    const firstProven = await pool.acquire({ ...request('answer'), excludeWorkers: new Set([B3]) });
+    await firstProven.release('answered');
+    const outcomes = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        pool.acquire(request(`call-${i}`)).then(
+          (lease) => lease.session.worker,
+          (error: unknown) => (isAppError(error) ? error.code : 'thrown'),
+        ),
+      ),
+    );
+    // The proven worker's pooled session and its two more free slots first, then the newcomer's trial of
+    // two sessions; the sixth call finds no room, however much the newcomer says it has.
+    expect(outcomes.filter((outcome) => outcome === B2)).toHaveLength(3);
+    expect(outcomes.filter((outcome) => outcome === B3)).toHaveLength(2);
+    expect(outcomes.filter((outcome) => outcome === 'no_worker_available')).toHaveLength(1);
+    expect(chain.opened.filter((opened) => opened.worker === B3)).toHaveLength(3);
   });
 });

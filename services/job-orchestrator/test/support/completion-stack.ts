@@ -158,8 +158,12 @@ export async function startCompletionStack(
         SESSION_CLAIM_POLL_INTERVAL: '50ms',
         KEEPER_INTERVAL: '200ms',
         FINAL_ANSWER_GRACE: '10s',
-        // Tests open many sessions; the limit itself is tested by filling its window.
+        // Tests open many sessions; the limit itself is tested by filling its window, and the budgets of
+        // sessions nobody paid for in session-pool.unit.test.ts.
         SESSION_OPENS_PER_MINUTE: '1000',
+        SESSION_OPENS_UNPAID_PER_MINUTE: '1000',
+        SESSION_UNUSED_PER_WALLET: '1000',
+        SESSION_UNUSED_PER_KEY: '1000',
         ...(settling ? { SETTLER_ADDRESS: settling.grpcAddress! } : {}),
         ...TEST_SERVICE_TOKEN_SETTINGS,
         ...options.env,

@@ -12,20 +12,26 @@ export interface PaymentParties {
   readonly payTo: string;
 }
 
+/** Models whose fee is remembered at once; past it the one remembered longest ago is forgotten. */
+const REMEMBERED_FEES = 256;
+
 /**
- * The current `prepaid-debit` requirements of a model (docs/protocol.md): its fee read now (what the
- * settlement debits, so never stale), the job timeout as `maxTimeoutSeconds` (remembered briefly, it
- * changes only by an owner's transaction), and the facilitator's authorization by `payTo` (remembered
- * as briefly).
+ * The current `prepaid-debit` requirements of a model (docs/protocol.md): its fee, the job timeout as
+ * `maxTimeoutSeconds` and the facilitator's authorization by `payTo`, each remembered for `cacheTtlMs`
+ * (they change only by an owner's transaction), so a stream of 402s costs the chain one read per model and
+ * TTL, not one per call. A fee raised within the TTL is still the chain's to enforce: the settlement debits
+ * the fee on chain and refuses one above the payment's `maxAmount` (`over_cap`).
  */
 export class PaymentTerms {
   readonly #jobTimeout: Remembered<number>;
   readonly #facilitatorAuthorized: Remembered<boolean>;
+  /** Fees by model name (a 0 for an unknown or disabled model is remembered too). */
+  readonly #fees = new Map<string, Remembered<bigint>>();
 
   constructor(
     private readonly chain: ChainClient,
     readonly parties: PaymentParties,
-    cacheTtlMs: number,
+    private readonly cacheTtlMs: number,
   ) {
     this.#jobTimeout = new Remembered(cacheTtlMs, async () => {
       const parameters = await chain.refreshParameters();
@@ -62,9 +68,19 @@ export class PaymentTerms {
   }
 
   async #feeOf(model: string): Promise<bigint> {
-    const fee = model.length > 0 ? await this.chain.jobFee(modelIdOf(model)) : 0n;
+    const fee = model.length > 0 ? await this.#rememberedFee(model).get() : 0n;
     if (fee === 0n)
       throw new AppError('model_not_found', { message: `The model '${model}' does not exist.` });
+    return fee;
+  }
+
+  #rememberedFee(model: string): Remembered<bigint> {
+    let fee = this.#fees.get(model);
+    if (fee === undefined) {
+      if (this.#fees.size >= REMEMBERED_FEES) this.#fees.delete(this.#fees.keys().next().value!);
+      fee = new Remembered(this.cacheTtlMs, () => this.chain.jobFee(modelIdOf(model)));
+      this.#fees.set(model, fee);
+    }
     return fee;
   }
 }
