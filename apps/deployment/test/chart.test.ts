@@ -453,3 +453,62 @@ function metricsPort(workload: K8sObject): number | undefined {
   return podTemplate(workload).spec.containers[0]?.ports?.find((port) => port.name === 'metrics')
     ?.containerPort;
 }
+
+describe('the worker link with TLS', () => {
+  const tlsValues: RenderInput = {
+    valuesFiles: [allSettings],
+    values: [
+      {
+        jobOrchestrator: { workerLink: { tls: { secretName: 'worker-link-tls' } } },
+        worker: { linkTls: { caSecretName: 'worker-link-ca', caKey: 'ca.pem' } },
+      },
+    ],
+  };
+
+  function mountedSecret(objects: readonly K8sObject[], target: string, setting: string) {
+    const workload = workloads(objects).find((object) =>
+      podTemplate(object).spec.containers.some((container) => targetOf(container) === target),
+    )!;
+    const container = containersByTarget(objects).get(target)!;
+    const file = envOf(container).get(setting)?.value ?? '';
+    const mount = container.volumeMounts?.find((candidate) => file.startsWith(`${candidate.mountPath}/`));
+    const volume = (
+      podTemplate(workload).spec.volumes as Array<{ name: string; secret?: { secretName: string } }>
+    ).find((candidate) => candidate.name === mount?.name);
+    return { file, readOnly: mount?.readOnly, secretName: volume?.secret?.secretName };
+  }
+
+  it('serves the link with the TLS Secret, and this release’s workers dial it with TLS', () => {
+    const objects = render(tlsValues);
+    expect(mountedSecret(objects, 'job-orchestrator', 'WORKER_LINK_TLS_CERT_FILE')).toEqual({
+      file: '/etc/svc/worker-link-tls/tls.crt',
+      readOnly: true,
+      secretName: 'worker-link-tls',
+    });
+    expect(mountedSecret(objects, 'job-orchestrator', 'WORKER_LINK_TLS_KEY_FILE')).toMatchObject({
+      file: '/etc/svc/worker-link-tls/tls.key',
+      secretName: 'worker-link-tls',
+    });
+    const worker = envOf(containersByTarget(objects).get('worker')!);
+    expect(worker.get('ORCHESTRATOR_LINK')?.value).toBe(
+      `tls://${fullName('job-orchestrator')}.${NAMESPACE}.svc:50052`,
+    );
+    expect(mountedSecret(objects, 'worker', 'ORCHESTRATOR_LINK_CA_FILE')).toEqual({
+      file: '/etc/svc/worker-link-ca/ca.pem',
+      readOnly: true,
+      secretName: 'worker-link-ca',
+    });
+    expect(validateAgainstSchema(helmTemplate(tlsValues).stdout).problems).toEqual([]);
+  });
+
+  it('stays plaintext, with nothing mounted, by default', () => {
+    const objects = render({ valuesFiles: [allSettings] });
+    const orchestrator = envOf(containersByTarget(objects).get('job-orchestrator')!);
+    expect(orchestrator.has('WORKER_LINK_TLS_CERT_FILE')).toBe(false);
+    const worker = envOf(containersByTarget(objects).get('worker')!);
+    expect(worker.get('ORCHESTRATOR_LINK')?.value).toBe(
+      `${fullName('job-orchestrator')}.${NAMESPACE}.svc:50052`,
+    );
+    expect(worker.has('ORCHESTRATOR_LINK_CA_FILE')).toBe(false);
+  });
+});

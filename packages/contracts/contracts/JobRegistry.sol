@@ -3,7 +3,6 @@ pragma solidity ^0.8.28;
 
 import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
-import {MessageHashUtils} from "@openzeppelin/contracts/utils/cryptography/MessageHashUtils.sol";
 import {IJobRegistry} from "./interfaces/IJobRegistry.sol";
 import {IWorkerRegistry} from "./interfaces/IWorkerRegistry.sol";
 import {BlobRule} from "./libraries/BlobRule.sol";
@@ -21,6 +20,10 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
         keccak256(
             "DebitAuthorization(address payer,address payTo,address facilitator,uint256 maxAmount,uint256 deadline,bytes32 nonce)"
         );
+    /// @notice What a worker signs over each final answer it delivers (docs/protocol.md, Worker signature):
+    /// EIP-712 typed data in this contract's domain, so the signature is evidence here and nowhere else.
+    bytes32 public constant FINAL_ANSWER_TYPEHASH =
+        keccak256("FinalAnswer(uint256 jobId,uint256 attempt,uint256 sessionId,bytes32 responseHash)");
 
     mapping(address payer => mapping(bytes32 nonce => bool used)) private _usedNonces;
 
@@ -37,6 +40,7 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
     error StaleAttempt(uint256 jobId, uint256 attempt, uint256 currentAttempt);
     error NotWorkerSignature(uint256 jobId, address worker, address signer);
     error ResponseMatchesCommitment(uint256 jobId, bytes32 responseHash);
+    error NotJobSubmitter(uint256 jobId, address caller);
     error NotWorkerRegistry(address caller);
     error EtherNotAccepted(address sender, uint256 amount);
     error UnknownSelector(bytes4 selector);
@@ -91,8 +95,9 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
         emit DebitSettled(auth.payer, auth.nonce, fee, jobId);
     }
 
-    /// @notice Proves the worker signed (EIP-191) a final answer for the job's current attempt other
-    /// than the one it committed: the payer is refunded and the worker slashed in the payer's favour.
+    /// @notice Proves the worker signed (EIP-712 `FinalAnswer`) a final answer for the job's current
+    /// attempt other than the one it committed: the payer is refunded and the worker slashed in the
+    /// payer's favour.
     /// @dev The signature binds the attempt and its session: a final the same worker signed for an
     /// earlier attempt (one that failed or timed out uncommitted) proves nothing about this one.
     function disputeMismatch(uint256 jobId, uint256 attempt, bytes calldata ciphertext, bytes calldata signature)
@@ -105,13 +110,35 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
         if (block.timestamp > closedAt) revert DisputeWindowClosed(jobId, closedAt);
         if (attempt != job.attempt) revert StaleAttempt(jobId, attempt, job.attempt);
         bytes32 ciphertextHash = keccak256(ciphertext);
-        address signer = ECDSA.recover(_finalAnswerDigest(jobId, attempt, job.sessionId, ciphertextHash), signature);
+        address signer = ECDSA.recoverCalldata(
+            _finalAnswerDigest(jobId, attempt, job.sessionId, ciphertextHash),
+            signature
+        );
         address worker = job.worker;
         if (signer != worker) revert NotWorkerSignature(jobId, worker, signer);
         if (ciphertextHash == job.responseHash) revert ResponseMatchesCommitment(jobId, job.responseHash);
         _refund(jobId, job);
         uint256 slashed = workerRegistry.slash(worker, _params.mismatchSlash, job.payer);
         emit JobDisputed(jobId, slashed);
+    }
+
+    /// @notice Refunds a Completed job whose committed answer never reached its caller (the final was
+    /// not delivered, did not decrypt, or the streamed text diverged from it), within the dispute window.
+    /// Only the service that submitted the job for someone else may: the job's delegate, or (a job paid
+    /// by debit, with no delegate) the session's owner or its delegate when that owner is not the payer.
+    /// The payer itself never can, so a caller cannot take an answer and have its fee back. The worker
+    /// keeps its stake: nothing proves it at fault.
+    function refundUndelivered(uint256 jobId) external nonReentrant {
+        Job storage job = _jobInState(jobId, JobState.Completed);
+        uint256 closedAt = uint256(job.completedAt) + _params.disputeWindow;
+        if (block.timestamp > closedAt) revert DisputeWindowClosed(jobId, closedAt);
+        address caller = principalOf(msg.sender);
+        address owner = _sessions[job.sessionId].owner;
+        bool submitter = job.delegate != address(0)
+            ? caller == job.delegate
+            : owner != job.payer && _isOwnerOrDelegate(owner, caller);
+        if (!submitter || caller == job.payer) revert NotJobSubmitter(jobId, caller);
+        _refund(jobId, job);
     }
 
     /// @inheritdoc IJobRegistry
@@ -136,14 +163,15 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
         return OperatorDirectory.principalOf(account);
     }
 
-    /// @dev What the worker personal_signs over a final answer (docs/protocol.md, Worker signature).
+    /// @dev What the worker signs over a final answer (docs/protocol.md, Worker signature): typed data,
+    /// never a personal_sign message, so no text a worker signs elsewhere (a link challenge) can pass as one.
     function _finalAnswerDigest(uint256 jobId, uint256 attempt, uint256 sessionId, bytes32 ciphertextHash)
         private
         view
         returns (bytes32)
     {
-        return MessageHashUtils.toEthSignedMessageHash(
-            keccak256(abi.encode(block.chainid, address(this), jobId, attempt, sessionId, ciphertextHash))
+        return _hashTypedDataV4(
+            keccak256(abi.encode(FINAL_ANSWER_TYPEHASH, jobId, attempt, sessionId, ciphertextHash))
         );
     }
 

@@ -15,6 +15,12 @@ export const jobOrchestratorConfigShape = {
     doc: "Port of the worker link's own gRPC server, the one workers dial (their `ORCHESTRATOR_LINK`); 0 picks a free one (the all-in-one target does when unset, and points its workers at it).",
     default: 50052,
   }),
+  WORKER_LINK_TLS_CERT_FILE: env.optionalString({
+    doc: "PEM certificate chain the worker link's listener serves TLS with (with WORKER_LINK_TLS_KEY_FILE); workers dial it as `tls://host:port`, and the certificate must name that host. Unset serves plaintext, which suits only a link that stays on one machine (the all-in-one target) or inside a network you trust: anyone on the path of a plaintext link sees and can alter what a worker is sent. Read at start; a rotated certificate takes a restart.",
+  }),
+  WORKER_LINK_TLS_KEY_FILE: env.optionalString({
+    doc: 'PEM private key of WORKER_LINK_TLS_CERT_FILE; set both or neither.',
+  }),
   LINK_HEARTBEAT_INTERVAL: env.durationMs({
     doc: 'How often a linked worker must heartbeat (sent to it in the welcome).',
     default: '5s',
@@ -24,7 +30,7 @@ export const jobOrchestratorConfigShape = {
     default: '15s',
   }),
   LINK_CHALLENGE_TTL: env.durationMs({
-    doc: 'How long a worker has to sign the link challenge before the link is refused.',
+    doc: 'How long a worker has to sign the link challenge before the link is refused. Workers refuse to sign a challenge valid for more than 5 minutes.',
     default: '30s',
   }),
   LINK_WORKER_STATUS_CACHE_TTL: env.durationMs({
@@ -32,7 +38,7 @@ export const jobOrchestratorConfigShape = {
     default: '5s',
   }),
   LINK_ORCHESTRATOR_NAME: env.string({
-    doc: 'How this deployment names itself in the link challenge a worker signs (so a signature is worth nothing to another service).',
+    doc: 'How this deployment names itself in the link challenge a worker signs (so a signature is worth nothing to another service): printable ASCII, 1 to 64 characters.',
     default: 'svc job-orchestrator',
   }),
 
@@ -61,6 +67,10 @@ export const jobOrchestratorConfigShape = {
     doc: "How long a settlement may take at the payment-settler (its transaction is mined, or replaced until it is, before it answers): longer than the settler's own sending can take.",
     default: '5m',
   }),
+  SETTLEMENT_OUTCOME_WAIT: env.durationMs({
+    doc: 'How long a call paid per call keeps asking the payment-settler about a settlement whose outcome it cannot tell yet (a send still under way on a slow chain, a settler not heard) before it answers 502 `unexpected_settle_error`: as long as the settler holds the payment (its PAYMENT_RESERVATION_TTL).',
+    default: '5m',
+  }),
   MAX_FEE_PER_BLOB_GAS: env.wei({
     doc: 'The most paid per unit of blob gas; above it a completion answers 503 `blob_fee_too_high` before anything is signed.',
     default: 50n * 10n ** 9n,
@@ -77,6 +87,47 @@ export const jobOrchestratorConfigShape = {
     doc: 'New sessions opened per minute, server-wide; beyond it a call that needs one answers 429 `session_open_limit_exceeded`.',
     default: 30,
     min: 1,
+  }),
+  SESSION_OPENS_UNPAID_PER_MINUTE: env.int({
+    doc: 'Of SESSION_OPENS_PER_MINUTE, the new sessions per minute, server-wide, for payers (wallets, per-call payers) with no job submitted in the last day; beyond it their calls that need a new session answer 429 `session_open_limit_exceeded`, while paying wallets keep the rest of the opens.',
+    default: 10,
+    min: 1,
+  }),
+  SESSION_UNUSED_PER_WALLET: env.int({
+    doc: 'Open sessions in which no job was submitted yet that one wallet (or per-call payer) may hold; one more is refused 429 `session_open_limit_exceeded` until a job is submitted in one of them or they close (SESSION_UNUSED_CLOSE).',
+    default: 8,
+    min: 1,
+  }),
+  SESSION_UNUSED_PER_KEY: env.int({
+    doc: 'Open sessions in which no job was submitted yet that one API key may hold (like SESSION_UNUSED_PER_WALLET, per key).',
+    default: 4,
+    min: 1,
+  }),
+  SESSION_UNUSED_CLOSE: env.durationMs({
+    doc: 'A session in which no job was ever submitted (its call left, or failed before submitting) is closed this long after its claim, instead of after SESSION_IDLE_CLOSE.',
+    default: '1m',
+  }),
+  WORKER_TRIAL_SESSIONS: env.int({
+    doc: 'New sessions a worker with no answered job on record may have in calls at once while a proven worker (one that answered) serves the model, whatever free slots it reports; it gets more once it answers.',
+    default: 2,
+    min: 1,
+  }),
+  WORKER_FAILURE_BACKOFF: env.durationMs({
+    doc: 'How long a worker that failed a job (timed out, failed, never claimed its session, never delivered its committed answer) gets new sessions only when no other worker has room; each further failure in a row doubles it, an answered job ends it. Kept in the shared store, so every replica honours it.',
+    default: '30s',
+  }),
+  WORKER_FAILURE_BACKOFF_MAX: env.durationMs({
+    doc: 'The longest WORKER_FAILURE_BACKOFF.',
+    default: '30m',
+  }),
+  SUBMISSION_REVERT_LIMIT: env.int({
+    doc: "Delegate-path submissions of one wallet that may be mined and revert (its session closed under them, as a front-run does) within SUBMISSION_REVERT_WINDOW; past it the wallet's calls answer 429 `rate_limit_exceeded` until the window ends.",
+    default: 3,
+    min: 1,
+  }),
+  SUBMISSION_REVERT_WINDOW: env.durationMs({
+    doc: "How long a wallet's reverted submissions are counted from the first one, and how long it is refused once past SUBMISSION_REVERT_LIMIT.",
+    default: '1h',
   }),
   SESSION_IDLE_CLOSE: env.durationMs({
     doc: "A pooled session unused this long leaves the pool and is closed, well before the chain's inactivity timeout lets anyone close it.",

@@ -7,6 +7,7 @@ import { closeClient } from '@svc/proto';
 import { defineModule, grpcServerMetrics, loopbackFor, peerClient, type ServiceInstance } from '@svc/runtime';
 import { jobOrchestratorConfigShape } from './config.js';
 import { jobOrchestratorHandlers } from './completions/job-orchestrator-service.js';
+import { linkTlsCredentials } from './link/link-tls.js';
 import type { WorkerLinkServer } from './link/worker-link-server.js';
 import {
   buildJobOrchestrator,
@@ -80,13 +81,15 @@ export const jobOrchestratorModule = defineModule({
           logger.warn('SERVICE_SIGNER_PRIVATE_KEY is not set: completions answer 503 not_configured');
         }
         const bind = `${config.WORKER_LINK_HOST}:${config.WORKER_LINK_PORT}`;
+        const tls = await linkTlsCredentials(config);
         // gRPC's own error names no address, and this process binds two.
-        const linkPort = await link.listen(bind).catch((error: unknown) => {
+        const linkPort = await link.listen(bind, tls ? { credentials: tls } : {}).catch((error: unknown) => {
           throw new Error(`the worker link cannot listen on ${bind} (WORKER_LINK_HOST, WORKER_LINK_PORT)`, {
             cause: error,
           });
         });
-        linkAddress = `${loopbackFor(config.WORKER_LINK_HOST)}:${linkPort}`;
+        // Workers beside it in the process dial this (their ORCHESTRATOR_LINK), with TLS when it serves TLS.
+        linkAddress = `${tls ? 'tls://' : ''}${loopbackFor(config.WORKER_LINK_HOST)}:${linkPort}`;
         grpc.add(
           JobOrchestrator,
           jobOrchestratorHandlers(parts.catalogue, parts.completions?.runner, {
@@ -94,11 +97,17 @@ export const jobOrchestratorModule = defineModule({
             jobRegistry: client.addresses.jobRegistry,
             delegate: parts.completions?.chain.principal,
           }),
-          { authenticate: serviceCallers(config, { service: 'job-orchestrator', callers: ['gateway'] }) },
+          {
+            authenticate: serviceCallers(config, {
+              service: 'job-orchestrator',
+              grpcService: JobOrchestrator,
+            }),
+          },
         );
         logger.info(
           {
             workerLink: linkAddress,
+            workerLinkTls: Boolean(tls),
             heartbeatIntervalMs: config.LINK_HEARTBEAT_INTERVAL,
             principal: parts.completions?.chain.principal ?? null,
             completions: Boolean(parts.completions) && config.COMPLETIONS_ENABLED,

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Wallet, type JsonRpcProvider } from 'ethers';
+import { getBytes, Wallet, type JsonRpcProvider } from 'ethers';
 import {
   OperatorLanes,
   StoreSentTransactionJournal,
@@ -15,6 +15,9 @@ import { AnswerRelay } from './completions/answer-relay.js';
 import { CompletionRunner } from './completions/completion-runner.js';
 import { ModelCatalogue } from './completions/model-catalogue.js';
 import { PaymentPaths } from './completions/payment-paths/payment-paths.js';
+import { SubmissionReverts } from './completions/payment-paths/submission-reverts.js';
+import { ReplyKeyEscrow } from './completions/reply-key-escrow.js';
+import { PendingSubmissions } from './keeper/pending-submissions.js';
 import { PerCallSettlement, type PaymentSettlerClient } from './completions/per-call-settlement.js';
 import { LifecyclePublisher } from './events/lifecycle-events.js';
 import {
@@ -29,6 +32,8 @@ import { RegistryWorkerAdmission } from './link/worker-admission.js';
 import { WorkerLinkServer } from './link/worker-link-server.js';
 import { JobOrchestratorMetrics } from './observability/job-orchestrator-metrics.js';
 import { SessionPool } from './sessions/session-pool.js';
+import { SessionOpenBudget } from './sessions/session-open-budget.js';
+import { WorkerReputation } from './sessions/worker-reputation.js';
 import { SessionRecovery } from './sessions/session-recovery.js';
 
 export interface JobOrchestratorPorts {
@@ -175,6 +180,7 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     onQueued: () => lifecycleRelay.wake(),
   });
   const jobs = new TrackedJobs(store);
+  const pending = new PendingSubmissions(store);
   const recovery = new SessionRecovery({
     store,
     chain: serviceChain,
@@ -189,7 +195,6 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     store,
     chain: serviceChain,
     workers: linkServer,
-    opensPerMinute: config.SESSION_OPENS_PER_MINUTE,
     // A job holds its session at most its timeout; the margin covers the relay's last reads.
     holdTtlMs: 10 * 60_000,
     idleTtlMs: config.SESSION_IDLE_CLOSE,
@@ -197,6 +202,21 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     claimPollIntervalMs: config.SESSION_CLAIM_POLL_INTERVAL,
     slotHoldMs: 2 * config.LINK_HEARTBEAT_INTERVAL,
     recovery,
+    opens: new SessionOpenBudget(store, {
+      opensPerMinute: config.SESSION_OPENS_PER_MINUTE,
+      unpaidOpensPerMinute: config.SESSION_OPENS_UNPAID_PER_MINUTE,
+      perPayer: config.SESSION_UNUSED_PER_WALLET,
+      perKey: config.SESSION_UNUSED_PER_KEY,
+      closeAfterMs: config.SESSION_UNUSED_CLOSE,
+      // A wallet that paid for a job counts as paying for a day.
+      paidMarkTtlMs: 24 * 3_600_000,
+    }),
+    reputation: new WorkerReputation(store, {
+      backoffMs: config.WORKER_FAILURE_BACKOFF,
+      maxBackoffMs: config.WORKER_FAILURE_BACKOFF_MAX,
+      recordTtlMs: 24 * 3_600_000,
+    }),
+    trialSessions: config.WORKER_TRIAL_SESSIONS,
     logger,
   });
   const relay = new AnswerRelay({
@@ -214,6 +234,13 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
       chainId,
       perCall: ports.settler ? new PerCallSettlement(ports.settler, config.MAX_FEE_PER_BLOB_GAS) : undefined,
       lifecycle,
+      settlementOutcomeWaitMs: config.SETTLEMENT_OUTCOME_WAIT,
+      replyKeys: new ReplyKeyEscrow(store, getBytes(principal.privateKey)),
+      pending,
+      reverts: new SubmissionReverts(store, {
+        limit: config.SUBMISSION_REVERT_LIMIT,
+        windowMs: config.SUBMISSION_REVERT_WINDOW,
+      }),
     }),
     chain: serviceChain,
     chainId,
@@ -239,8 +266,10 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     fromBlock: ports.deploymentBlock,
     confirmations: config.KEEPER_CONFIRMATIONS,
     idleCloseSeconds: Math.ceil(config.SESSION_IDLE_CLOSE / 1000),
+    unusedCloseSeconds: Math.ceil(config.SESSION_UNUSED_CLOSE / 1000),
     releaseBatchSize: 50,
     recovery,
+    pending,
     metrics,
     logger,
   });

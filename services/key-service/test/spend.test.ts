@@ -348,10 +348,34 @@ describe('job lifecycle events', () => {
 
     // A release is final for the hold, not for spend: an answer after it still counts, once.
     const released = await reservedId(keyId);
-    await handle(lifecycleReceived(JobLifecycleKind.DIVERGED, released));
+    await handle(lifecycleReceived(JobLifecycleKind.FAILED, released));
     await handle(lifecycleReceived(JobLifecycleKind.ANSWERED, released, FEE));
     await handle(lifecycleReceived(JobLifecycleKind.ANSWERED, released, FEE));
     expect(await totals(keyId)).toEqual({ spent: 700_000n + FEE, reserved: 0n });
+  });
+
+  it('keeps the hold of a diverged call (its job is Completed on chain) until the job is refunded or released: never above the cap', async () => {
+    const handle = lifecycleSettlementHandler(replica.service.domain.ledger, silentLogger);
+    // A cap of one fee: a diverged call must not free room for a second call while its job can still be paid.
+    const { keyId } = await mintKey(FEE);
+    const diverged = await reservedId(keyId);
+    await handle(lifecycleReceived(JobLifecycleKind.COMPLETED, diverged));
+    await handle(lifecycleReceived(JobLifecycleKind.DIVERGED, diverged));
+    expect(await totals(keyId)).toEqual({ spent: 0n, reserved: FEE });
+    expect((await reserve(keyId, FEE)).outcome.case).toBe('refused');
+    // Not refunded in time: the job is released, and its fee is counted once, from the hold, at the cap.
+    await handle(lifecycleReceived(JobLifecycleKind.ANSWERED, diverged, FEE));
+    await handle(lifecycleReceived(JobLifecycleKind.RELEASED, diverged, FEE));
+    expect(await totals(keyId)).toEqual({ spent: FEE, reserved: 0n });
+
+    // Refunded (refundUndelivered): the hold is given back and nothing is spent.
+    const { keyId: other } = await mintKey(FEE);
+    const refunded = await reservedId(other);
+    await handle(lifecycleReceived(JobLifecycleKind.DIVERGED, refunded));
+    expect(await totals(other)).toEqual({ spent: 0n, reserved: FEE });
+    await handle(lifecycleReceived(JobLifecycleKind.REFUNDED, refunded, FEE));
+    expect(await totals(other)).toEqual({ spent: 0n, reserved: 0n });
+    expect((await reserve(other, FEE)).outcome.case).toBe('reserved');
   });
 
   it('ignores other kinds and reservations it does not hold, and acknowledges a fee above the hold', async () => {

@@ -152,6 +152,41 @@ describe('ReleasePayment', () => {
   });
 });
 
+describe('a payment sent again after its settlement was broadcast', () => {
+  it('goes on under the reservation that settles it (its call gets that job), is not freed by a release, and another payment of the nonce stays refused', async () => {
+    const header = await signedPayment();
+    const held = verifiedOf(await verify(first.client, header));
+    // The settlement was broadcast and its outcome lost (a slow chain): what the settler notes before sending.
+    const recordKey = `payments:reservation:${held.reservationId}`;
+    const record = JSON.parse((await store.values.get(recordKey))!) as Record<string, unknown>;
+    await store.values.set(
+      recordKey,
+      JSON.stringify({ ...record, sentBlobHashes: ['0x01' + '00'.repeat(31)] }),
+      60_000,
+    );
+
+    // The 502 told the client to send the same PAYMENT-SIGNATURE again: it is not refused as used, on any replica.
+    for (const replica of [first, second]) {
+      const again = verifiedOf(await verify(replica.client, header));
+      expect(again.reservationId).toBe(held.reservationId);
+    }
+    // It may still land: a release keeps it held.
+    expect((await first.client.releasePayment({ reservationId: held.reservationId })).state).toBe(
+      PaymentReservationState.HELD,
+    );
+    verifiedOf(await verify(first.client, header));
+    // Another payment (another signature) over the same nonce is still refused as used.
+    const other = JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as {
+      payload: { signature: string };
+    };
+    const flipped =
+      other.payload.signature.slice(0, -2) + (other.payload.signature.endsWith('1b') ? '1c' : '1b');
+    other.payload.signature = flipped;
+    const foreign = Buffer.from(JSON.stringify(other)).toString('base64');
+    expect(refusalOf(await verify(first.client, foreign)).code).toBe(PaymentRefusalCode.NONCE_USED);
+  });
+});
+
 describe('a reservation that lapses', () => {
   it('frees the nonce by itself after reservation_ttl; the lapsed id cannot settle, nor free the next holder', async () => {
     const paymentSignature = await signedPayment();

@@ -2,6 +2,7 @@ import type { Interface, Provider, TransactionReceipt } from 'ethers';
 import {
   BlobFeeTooHighError,
   ContractRevertError,
+  TransactionRevertedError,
   blobSidecarOf,
   chainTimeNow,
   decodeProtocolLog,
@@ -15,6 +16,24 @@ import {
 } from '@svc/chain';
 import { AppError } from '@svc/platform';
 import type { JobOrchestratorMetrics } from '../observability/job-orchestrator-metrics.js';
+
+/** How far back a submission whose send failed is looked for (about 3.4 hours of 12 s blocks). */
+const LANDED_LOOKBACK_BLOCKS = 1_024;
+
+/**
+ * A submission that may have been broadcast and was not found on chain: it may still land. `promptBlobHash`
+ * names it: the job it becomes carries that blob.
+ */
+export class SubmissionOutcomeUnknownError extends Error {
+  constructor(
+    readonly sessionId: bigint,
+    readonly promptBlobHash: string,
+    cause: unknown,
+  ) {
+    super(`the submission of blob ${promptBlobHash} in session ${sessionId} has no known outcome`, { cause });
+    this.name = 'SubmissionOutcomeUnknownError';
+  }
+}
 
 /** A transaction the service sent, mined, with the protocol events it emitted. */
 export interface ServiceTransaction {
@@ -59,16 +78,55 @@ export class ServiceChain {
     return this.#send('closeSession', [sessionId]);
   }
 
-  /** The prompt blob is built here (KZG commitment and proof), so its cost shows up in the submission. */
+  /**
+   * The prompt blob is built here (KZG commitment and proof), so its cost shows up in the submission. A
+   * send that fails in an unknown way (after its broadcast, perhaps) is looked up on chain by its blob;
+   * when it is not found the error is a `SubmissionOutcomeUnknownError` naming the blob, which may land.
+   */
   async submitJobFor(
     payer: string,
     sessionId: bigint,
     maxFee: bigint,
     promptWire: Uint8Array,
   ): Promise<{ jobId: bigint; fee: bigint; tx: ServiceTransaction }> {
-    const tx = await this.#send('submitJobFor', [payer, sessionId, maxFee], [blobSidecarOf(promptWire)]);
+    const blob = blobSidecarOf(promptWire);
+    let tx: ServiceTransaction;
+    try {
+      tx = await this.#send('submitJobFor', [payer, sessionId, maxFee], [blob]);
+    } catch (error) {
+      const nothingLanded =
+        error instanceof ContractRevertError ||
+        error instanceof BlobFeeTooHighError ||
+        error instanceof TransactionRevertedError;
+      if (nothingLanded) throw error;
+      const landed = await this.#landedSubmission(payer, sessionId, blob.versionedHash).catch(
+        () => undefined,
+      );
+      if (landed) return landed;
+      throw new SubmissionOutcomeUnknownError(sessionId, blob.versionedHash, error);
+    }
     const submitted = only(tx, 'JobSubmitted');
     return { jobId: submitted.args.jobId, fee: submitted.args.fee, tx };
+  }
+
+  /** The job a submission of this blob into this session landed as, if it is on chain (recent blocks). */
+  async #landedSubmission(payer: string, sessionId: bigint, promptBlobHash: string) {
+    const registry = this.reads.jobRegistry;
+    const latest = await this.provider.getBlockNumber();
+    const logs = await registry.queryFilter(
+      registry.filters.JobSubmitted(undefined, payer),
+      Math.max(0, latest - LANDED_LOOKBACK_BLOCKS),
+    );
+    const log = logs.find(
+      (candidate) =>
+        candidate.args.sessionId === sessionId &&
+        candidate.args.promptBlobHash.toLowerCase() === promptBlobHash.toLowerCase(),
+    );
+    if (!log) return undefined;
+    const receipt = await this.provider.getTransactionReceipt(log.transactionHash);
+    if (!receipt) return undefined;
+    const tx = { hash: receipt.hash, blockNumber: receipt.blockNumber, events: this.#eventsOf(receipt) };
+    return { jobId: log.args.jobId, fee: log.args.fee, tx };
   }
 
   async reassignJob(jobId: bigint, sessionId: bigint, promptWire: Uint8Array): Promise<ServiceTransaction> {
@@ -83,6 +141,11 @@ export class ServiceChain {
 
   refundJob(jobId: bigint): Promise<ServiceTransaction> {
     return this.#send('refundJob', [jobId]);
+  }
+
+  /** Refunds a Completed job whose committed answer never reached its caller (within the dispute window). */
+  refundUndelivered(jobId: bigint): Promise<ServiceTransaction> {
+    return this.#send('refundUndelivered', [jobId]);
   }
 
   releaseJobs(jobIds: readonly bigint[]): Promise<ServiceTransaction> {

@@ -14,6 +14,8 @@ export interface AttemptToRelay {
   readonly jobId: bigint;
   readonly attempt: number;
   readonly replyKey: Uint8Array;
+  /** Keys the attempt's prompt may have been sealed with instead (a resent payment's job: an earlier call's). */
+  readonly otherReplyKeys?: readonly Uint8Array[];
 }
 
 /** How an attempt ended. */
@@ -22,8 +24,11 @@ export type AttemptOutcome =
   | { readonly kind: 'committed'; readonly text: string; readonly job: Job }
   /** The committed hash is not the hash of the worker's signed final: dispute it. */
   | { readonly kind: 'mismatch'; readonly final: FinalAnswer; readonly job: Job }
-  /** Committed, but no final reached the service in time: nothing to deliver or dispute. */
-  | { readonly kind: 'undelivered'; readonly job: Job }
+  /**
+   * Committed, but no final reached the service in time, or the committed final does not decrypt:
+   * nothing to deliver or dispute (the job is refunded as undelivered).
+   */
+  | { readonly kind: 'undelivered'; readonly reason: string; readonly job: Job }
   /** The worker failed the job, it missed its deadline, or it moved on without this relay. */
   | { readonly kind: 'failed'; readonly reason: string; readonly job: Job };
 
@@ -64,6 +69,19 @@ export class AnswerRelay {
     let workerError: JobErrorReason | undefined;
     let completedSeenAt: number | undefined;
     let lastChainRead = 0;
+    // The first key that opens a frame is the attempt's: tried first from then on.
+    const keys = [attempt.replyKey, ...(attempt.otherReplyKeys ?? [])];
+    const open = (kind: AnswerFrameKind, sealed: Uint8Array, seq: number): string => {
+      for (let index = 0; ; index++) {
+        try {
+          const text = decryptAnswerFrame(kind, sealed, keys[index]!, { ...position, seq });
+          if (index > 0) keys.unshift(...keys.splice(index, 1));
+          return text;
+        } catch (error) {
+          if (index >= keys.length - 1) throw error;
+        }
+      }
+    };
     for (;;) {
       const batch = await frames.read(streamKey, cursor, { blockMs: final ? 0 : pollIntervalMs, count: 256 });
       for (const frame of batch) {
@@ -80,12 +98,7 @@ export class AnswerRelay {
             continue;
           }
           try {
-            onDelta(
-              decryptAnswerFrame(AnswerFrameKind.Delta, request.value.sealedDelta, attempt.replyKey, {
-                ...position,
-                seq,
-              }),
-            );
+            onDelta(open(AnswerFrameKind.Delta, request.value.sealedDelta, seq));
             nextSeq += 1;
           } catch (error) {
             // A delta that does not open is the worker's fault; the committed final decides the answer.
@@ -110,14 +123,23 @@ export class AnswerRelay {
           if (final) {
             if (responseHashOf(final.sealedAnswer) !== job.responseHash)
               return { kind: 'mismatch', final, job };
-            const text = decryptAnswerFrame(AnswerFrameKind.Final, final.sealedAnswer, attempt.replyKey, {
-              ...position,
-              seq: final.seq,
-            });
+            let text: string;
+            try {
+              text = open(AnswerFrameKind.Final, final.sealedAnswer, final.seq);
+            } catch (error) {
+              // The worker committed a frame nobody can read: as good as no answer.
+              logger.warn({ err: error, jobId: attempt.jobId.toString() }, 'committed final did not decrypt');
+              return { kind: 'undelivered', reason: 'the committed final answer does not decrypt', job };
+            }
             return { kind: 'committed', text, job };
           }
           completedSeenAt ??= now;
-          if (now - completedSeenAt >= finalGraceMs) return { kind: 'undelivered', job };
+          if (now - completedSeenAt >= finalGraceMs)
+            return {
+              kind: 'undelivered',
+              reason: 'the worker committed an answer but never delivered it',
+              job,
+            };
           break;
         case JobState.Failed:
           return {

@@ -15,6 +15,9 @@ import type { CompletionEvent, ServiceDescription } from './completion-call.js';
 export class CallStream {
   #started = false;
   #sentText = '';
+  /** When the call was accepted, and how long its first output took (for the usage record). */
+  readonly #acceptedAt = Date.now();
+  #firstOutputMs: number | undefined;
 
   constructor(
     private readonly emit: (event: CompletionEvent) => void,
@@ -42,20 +45,46 @@ export class CallStream {
     this.emit({ case: 'retrying', jobId, failedAttempt, reasonCode: 'job_failed' });
   }
 
-  /** The committed answer: its unsent tail and `completed`, or `stream_diverged` when it does not extend the sent text. */
-  deliver(text: string, service: ServiceDescription, fee: bigint, attempt: number): void {
-    const { jobId, sessionId, worker } = service;
+  /**
+   * The committed answer: its unsent tail and `completed` (true), or `stream_diverged` when it does not
+   * extend the sent text (false). DIVERGED does not give the spend hold back: the job is Completed on
+   * chain, so the hold stays until the job is refunded (REFUNDED) or paid out (ANSWERED at release).
+   */
+  deliver(text: string, service: ServiceDescription, fee: bigint, attempt: number): boolean {
+    const { jobId, sessionId, worker, droppedMessages } = service;
     if (!text.startsWith(this.#sentText)) {
       const error = new AppError('stream_diverged');
       this.emit({ case: 'failed', error, jobSubmitted: true });
-      this.recordAfterEnd(JobLifecycleKind.DIVERGED, { jobId, attempt, failureCode: error.code, sessionId });
-      return;
+      this.recordAfterEnd(JobLifecycleKind.DIVERGED, {
+        jobId,
+        attempt,
+        failureCode: error.code,
+        sessionId,
+        droppedMessages,
+      });
+      return false;
     }
     const tail = text.slice(this.#sentText.length);
     this.#start(service, fee);
     if (this.options.stream && tail.length > 0) this.emit({ case: 'delta', text: tail });
     this.emit({ case: 'completed', text, service, charged: fee });
-    this.recordAfterEnd(JobLifecycleKind.ANSWERED, { jobId, attempt, feeWei: fee, sessionId, worker });
+    this.recordAfterEnd(JobLifecycleKind.ANSWERED, {
+      jobId,
+      attempt,
+      feeWei: fee,
+      sessionId,
+      worker,
+      droppedMessages,
+    });
+    return true;
+  }
+
+  /**
+   * The call ends with its job Completed on chain but its answer not delivered. No event that gives the
+   * spend hold back goes with it: the job's refund (REFUNDED) or its release (ANSWERED) settles the hold.
+   */
+  failCommitted(error: AppError): void {
+    this.emit({ case: 'failed', error, jobSubmitted: true });
   }
 
   /** The call ends with its job on chain, unanswered. */
@@ -65,6 +94,7 @@ export class CallStream {
       jobId: service.jobId,
       sessionId: service.sessionId,
       failureCode: error.code,
+      droppedMessages: service.droppedMessages,
     });
   }
 
@@ -82,7 +112,11 @@ export class CallStream {
   recordAfterEnd(kind: JobLifecycleKind, step: LifecycleStep): void {
     const { lifecycle, identity, logger } = this.options;
     lifecycle
-      .publish(identity, kind, step)
+      .publish(identity, kind, {
+        ...step,
+        ...(this.#firstOutputMs === undefined ? {} : { firstOutputMs: this.#firstOutputMs }),
+        durationMs: Date.now() - this.#acceptedAt,
+      })
       .catch((error: unknown) =>
         logger.error(
           { err: error, kind: JobLifecycleKind[kind], reservationId: identity.reservationId },
@@ -94,6 +128,7 @@ export class CallStream {
   #start(service: ServiceDescription, fee: bigint): void {
     if (this.#started) return;
     this.#started = true;
+    this.#firstOutputMs = Date.now() - this.#acceptedAt;
     this.emit({ case: 'started', service, fee });
   }
 }

@@ -14,6 +14,7 @@ import type { CompletionCall, CompletionEvent } from './completion-call.js';
 import type { ConfiguredModel, ModelCatalogue } from './model-catalogue.js';
 import {
   NotSubmitted,
+  SubmissionReverted,
   SubmissionUnknown,
   refuseUnless,
   type SubmittedJob,
@@ -29,14 +30,20 @@ export interface CompletionRunnerOptions {
   readonly payments: PaymentPaths;
   readonly chain: Pick<
     ServiceChain,
-    'reads' | 'jobRegistry' | 'timeoutJob' | 'reassignJob' | 'disputeMismatch' | 'refundJob'
+    | 'reads'
+    | 'jobRegistry'
+    | 'timeoutJob'
+    | 'reassignJob'
+    | 'disputeMismatch'
+    | 'refundJob'
+    | 'refundUndelivered'
   >;
   readonly chainId: bigint;
   readonly catalogue: Pick<ModelCatalogue, 'isPaused' | 'model'>;
   readonly sessions: Pick<SessionPool, 'acquire'>;
   readonly relay: Pick<AnswerRelay, 'follow' | 'retire'>;
   readonly workers: Pick<LinkedWorkers, 'live' | 'sendHint' | 'acknowledgeFinal'>;
-  readonly jobs: Pick<TrackedJobs, 'track' | 'holdRun' | 'forget'>;
+  readonly jobs: Pick<TrackedJobs, 'track' | 'holdRun' | 'forget' | 'markUndelivered'>;
   readonly lifecycle: Pick<LifecyclePublisher, 'requested' | 'publish'>;
   /** False when completions are switched off in config. */
   readonly enabled: boolean;
@@ -146,8 +153,9 @@ class CompletionRun {
         return;
       }
       if (error instanceof SubmissionUnknown) {
+        // The job may land: no FAILED, which would give the spend hold back. The keeper adopts a job that
+        // lands (its events settle the hold); the hold's TTL releases it when nothing ever does.
         this.#stream.failWithout(error.error, true);
-        this.#stream.recordAfterEnd(JobLifecycleKind.FAILED, { failureCode: error.error.code });
         return;
       }
       this.#o.logger.error(
@@ -193,12 +201,18 @@ class CompletionRun {
       try {
         this.#throwIfCallerLeft();
         const wire = sealPrompt(prompt, lease.session.publicKey, this.#binding(lease.session.sessionId));
-        submission = await this.#call.payment.submit(lease.session.sessionId, wire);
+        submission = await this.#call.payment.submit(lease.session.sessionId, wire, prompt.replyKey);
       } catch (error) {
-        await lease.release();
+        // A session a submission reverted in is closed or changed on chain: it never goes back to the pool.
+        if (error instanceof SubmissionReverted) await lease.discard();
+        else await lease.release();
         throw error;
       }
-      if (submission !== 'session_unusable') return { lease, job: submission };
+      if (submission !== 'session_unusable') {
+        // The session served a paid job: it leaves its payer's and key's budget of unused sessions.
+        await lease.jobSubmitted();
+        return { lease, job: submission };
+      }
       if (tries < SESSION_TRIES) {
         await lease.discard();
         continue;
@@ -255,8 +269,11 @@ class CompletionRun {
       model: this.#call.model,
       modelId,
       holder: this.#holder,
+      payer: identity.payer,
+      ...(identity.keyId ? { keyId: identity.keyId } : {}),
       ...(this.#call.conversationId ? { conversationId: this.#call.conversationId } : {}),
-      ...(excludeSessions ? { excludeSessions } : {}),
+      // Only a reassignment excludes sessions: its job is on chain and paid already.
+      ...(excludeSessions ? { excludeSessions, forReassignment: true } : {}),
       ...(excludeWorkers ? { excludeWorkers } : {}),
       onOpened: (sessionId, worker, tx) =>
         void lifecycle.publish(identity, JobLifecycleKind.SESSION_OPENED, {

@@ -28,9 +28,9 @@ export interface Reassignment {
 export interface SubmittedJobRunOptions {
   readonly chain: Pick<
     ServiceChain,
-    'reads' | 'timeoutJob' | 'reassignJob' | 'disputeMismatch' | 'refundJob'
+    'reads' | 'timeoutJob' | 'reassignJob' | 'disputeMismatch' | 'refundJob' | 'refundUndelivered'
   >;
-  readonly jobs: Pick<TrackedJobs, 'track' | 'holdRun' | 'forget'>;
+  readonly jobs: Pick<TrackedJobs, 'track' | 'holdRun' | 'forget' | 'markUndelivered'>;
   readonly lifecycle: Pick<LifecyclePublisher, 'publish'>;
   readonly relay: Pick<AnswerRelay, 'follow' | 'retire'>;
   readonly workers: Pick<LinkedWorkers, 'sendHint' | 'acknowledgeFinal'>;
@@ -89,16 +89,20 @@ export class SubmittedJobRun {
       txHash: attemptTx.hash,
       worker: service.worker,
       feeWei: fee,
+      droppedMessages: prompt.droppedMessages,
     });
     const failedSessions = new Set<bigint>();
     try {
       for (;;) {
         this.#hintJob(service, attempt, attemptTx);
-        const outcome = await relay.follow({ jobId, attempt, replyKey: prompt.replyKey }, (text) =>
-          stream.delta(service, fee, text),
+        const otherReplyKeys = attempt === 1 ? submitted.otherReplyKeys : undefined;
+        const outcome = await relay.follow(
+          { jobId, attempt, replyKey: prompt.replyKey, ...(otherReplyKeys ? { otherReplyKeys } : {}) },
+          (text) => stream.delta(service, fee, text),
         );
         if (outcome.kind === 'committed') {
-          await lease.release();
+          // The worker answered: its record counts it (WorkerReputation, the pool's choice of workers).
+          await lease.release('answered');
           await workers.acknowledgeFinal(jobId, attempt, true);
           await lifecycle.publish(payment.identity, JobLifecycleKind.COMPLETED, {
             jobId,
@@ -106,24 +110,27 @@ export class SubmittedJobRun {
             worker: service.worker,
             sessionId: service.sessionId,
           });
-          stream.deliver(outcome.text, service, fee, attempt);
+          // A stream that diverged from the committed answer delivered nothing usable: refunded.
+          if (!stream.deliver(outcome.text, service, fee, attempt)) await this.#refundUndelivered(jobId, fee);
+          else
+            await payment
+              .answered?.()
+              .catch((error: unknown) => logger.warn({ err: error }, 'answer not marked'));
           return;
         }
         if (outcome.kind === 'mismatch') {
-          await lease.discard();
+          await lease.discard('failed');
           await this.#dispute(jobId, attempt, outcome, service);
           return;
         }
         if (outcome.kind === 'undelivered') {
-          await lease.release();
-          stream.fail(
-            new AppError('job_failed', { message: 'The worker committed an answer but never delivered it.' }),
-            service,
-          );
+          await lease.release('failed');
+          stream.failCommitted(new AppError('job_failed', { message: `The job failed: ${outcome.reason}.` }));
+          await this.#refundUndelivered(jobId, fee);
           return;
         }
         // The attempt failed. Retry once in a new session, only if nothing reached the client yet.
-        await lease.discard();
+        await lease.discard('failed');
         failedSessions.add(service.sessionId);
         logger.info({ jobId: jobId.toString(), attempt, reason: outcome.reason }, 'job attempt failed');
         const failedJob = await this.#ensureFailed(jobId, outcome);
@@ -236,6 +243,31 @@ export class SubmittedJobRun {
       await jobs.forget(jobId);
     } catch (error) {
       logger.error({ err: error, jobId: jobId.toString() }, 'dispute not sent');
+    }
+  }
+
+  /**
+   * Refunds a Completed job whose answer never reached the caller (`refundUndelivered`). Until the refund
+   * lands the spend hold stays: a refund the call cannot send now is left to the keeper (within the
+   * dispute window; after it the job is released and the fee counted as spent, from the hold).
+   */
+  async #refundUndelivered(jobId: bigint, fee: bigint): Promise<void> {
+    const { chain, lifecycle, jobs, logger } = this.options;
+    const { identity } = this.call.payment;
+    try {
+      const refund = await chain.refundUndelivered(jobId);
+      await lifecycle.publish(identity, JobLifecycleKind.REFUNDED, {
+        jobId,
+        txHash: refund.hash,
+        feeWei: fee,
+      });
+      await jobs.forget(jobId);
+    } catch (error) {
+      logger.warn(
+        { err: error, jobId: jobId.toString() },
+        'undelivered job not refunded now; the keeper will refund it',
+      );
+      await jobs.markUndelivered(jobId, identity);
     }
   }
 

@@ -5,7 +5,16 @@ import type { CallIdentity } from '../events/lifecycle-events.js';
 export interface TrackedJob {
   readonly jobId: bigint;
   readonly call: CallIdentity;
+  /** Completed on chain but its answer never reached the caller: to refund (`refundUndelivered`). */
+  readonly undelivered?: boolean;
+  /**
+   * A per-call settlement no call was serving when it landed (its call gave up): refunded once Completed,
+   * late enough in the dispute window that the payment's resend can still be given its answer first.
+   */
+  readonly orphan?: boolean;
 }
+
+type TrackedFlags = Pick<TrackedJob, 'undelivered' | 'orphan'>;
 
 const TRACKED_JOBS_GROUP = 'jobs:tracked';
 /** Far beyond any job's life (timeout, refund grace, dispute window): only a lost entry ever lapses. */
@@ -20,13 +29,18 @@ const TRACKED_TTL_MS = 7 * 24 * 3_600_000;
 export class TrackedJobs {
   constructor(private readonly store: Pick<Store, 'presence' | 'locks'>) {}
 
-  async track(jobId: bigint, call: CallIdentity): Promise<void> {
+  async track(jobId: bigint, call: CallIdentity, flags: TrackedFlags = {}): Promise<void> {
     await this.store.presence.announce(
       TRACKED_JOBS_GROUP,
       jobId.toString(),
-      JSON.stringify(call),
+      JSON.stringify({ ...call, ...flags }),
       TRACKED_TTL_MS,
     );
+  }
+
+  /** Marks a tracked job Completed but undelivered: the keeper refunds it within the dispute window. */
+  async markUndelivered(jobId: bigint, call: CallIdentity): Promise<void> {
+    await this.track(jobId, call, { undelivered: true });
   }
 
   async forget(jobId: bigint): Promise<void> {
@@ -38,7 +52,13 @@ export class TrackedJobs {
     const jobs: TrackedJob[] = [];
     for (const entry of entries) {
       try {
-        jobs.push({ jobId: BigInt(entry.member), call: JSON.parse(entry.value) as CallIdentity });
+        const { undelivered, orphan, ...call } = JSON.parse(entry.value) as CallIdentity & TrackedFlags;
+        jobs.push({
+          jobId: BigInt(entry.member),
+          call,
+          ...(undelivered ? { undelivered } : {}),
+          ...(orphan ? { orphan } : {}),
+        });
       } catch {
         // Not ours to parse: skip it rather than stall the keeper.
       }

@@ -1,9 +1,10 @@
 import { createECDH } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
-import { ContractRevertError, JobState } from '@svc/chain';
-import { AppError, createLogger } from '@svc/platform';
+import { ContractRevertError, JobState, TransactionRevertedError } from '@svc/chain';
+import { AppError, createLogger, MemoryStore } from '@svc/platform';
 import { JobLifecycleKind } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
-import type { AttemptOutcome } from '../../src/completions/answer-relay.js';
+import type { AttemptOutcome, AttemptToRelay } from '../../src/completions/answer-relay.js';
+import { ReplyKeyEscrow } from '../../src/completions/reply-key-escrow.js';
 import {
   CompletionRunner,
   type CompletionCall,
@@ -12,6 +13,8 @@ import {
 } from '../../src/completions/completion-runner.js';
 import { DelegatePath } from '../../src/completions/payment-paths/delegate-path.js';
 import { PerCallPath } from '../../src/completions/payment-paths/per-call-path.js';
+import { SubmissionReverts } from '../../src/completions/payment-paths/submission-reverts.js';
+import { SubmissionOutcomeUnknownError } from '../../src/chain/service-chain.js';
 import type { SettlementOutcome } from '../../src/completions/per-call-settlement.js';
 import type { CallIdentity, LifecycleStep } from '../../src/events/lifecycle-events.js';
 import { JobOrchestratorMetrics } from '../../src/observability/job-orchestrator-metrics.js';
@@ -62,7 +65,13 @@ class Fakes {
     reassignJob: async () => this.#tx('reassignJob', 3),
     refundJob: async () => this.#tx('refundJob', 4),
     disputeMismatch: async () => this.#tx('disputeMismatch', 5),
+    refundUndelivered: async () => {
+      if (this.refundUndeliveredFails) throw new Error('rpc down');
+      return this.#tx('refundUndelivered', 6);
+    },
   };
+  refundUndeliveredFails = false;
+  readonly markedUndelivered: bigint[] = [];
 
   readonly perCall = {
     settle: async (): Promise<SettlementOutcome> => {
@@ -94,11 +103,13 @@ class Fakes {
             session: { ...lease, owner: WALLET, model: MODEL, modelId: '0x11', publicKey },
             release: async () => void (lease.released ??= 'kept'),
             discard: async () => void (lease.released ??= 'discarded'),
+            jobSubmitted: async () => undefined,
           } as never;
         },
       },
       relay: {
-        follow: async (_attempt, onDelta) => {
+        follow: async (attempt, onDelta) => {
+          this.followed.push(attempt);
           const next = this.attempts.shift();
           if (!next) throw new Error('no attempt scripted');
           for (const delta of next.deltas ?? []) onDelta(delta);
@@ -115,6 +126,7 @@ class Fakes {
         track: async () => undefined,
         holdRun: async () => ({ end: async () => undefined }) as never,
         forget: async () => undefined,
+        markUndelivered: async (jobId: bigint) => void this.markedUndelivered.push(jobId),
       },
       lifecycle: {
         requested: async () => undefined,
@@ -133,12 +145,32 @@ class Fakes {
     return new CompletionRunner(this.options);
   }
 
+  /** How long a per-call call waits for an unknown settlement (beyond its three quick rechecks). */
+  settlementWaitMs = 0;
+
+  /** Every attempt the relay was asked to follow. */
+  readonly followed: AttemptToRelay[] = [];
+  /** Reply keys by payment, when a test keeps them. */
+  replyKeys: ReplyKeyEscrow | undefined;
+  requestId = 'req-1';
+
+  /** Submissions left for the keeper to adopt if they land. */
+  readonly expected: { hash: string; call: CallIdentity }[] = [];
+
+  /** Wallets whose submissions reverted, when a test counts them. */
+  reverts: SubmissionReverts | undefined;
+
   delegateCall(stream = true): CompletionCall {
     const terms = { wallet: WALLET, keyId: 'key-1', reservationId: 'res-1', maxFeeWei: 10n };
-    return this.#call(
-      new DelegatePath({ chain: this.chain as never, chainId: 31337n }, terms, this.#ids()),
-      stream,
-    );
+    const deps = {
+      chain: this.chain as never,
+      chainId: 31337n,
+      pending: {
+        expect: async (hash: string, call: CallIdentity) => void this.expected.push({ hash, call }),
+      },
+      ...(this.reverts ? { reverts: this.reverts } : {}),
+    };
+    return this.#call(new DelegatePath(deps, terms, this.#ids()), stream);
   }
 
   perCallCall(stream = true): CompletionCall {
@@ -148,6 +180,8 @@ class Fakes {
       lifecycle: this.options.lifecycle,
       principal: PRINCIPAL,
       settlementRechecksMs: [1, 1, 1],
+      settlementOutcomeWaitMs: this.settlementWaitMs,
+      ...(this.replyKeys ? { replyKeys: this.replyKeys } : {}),
     };
     return this.#call(new PerCallPath(deps, terms, this.#ids()), stream);
   }
@@ -157,7 +191,7 @@ class Fakes {
   }
 
   #ids() {
-    return { requestId: 'req-1', model: MODEL };
+    return { requestId: this.requestId, model: MODEL };
   }
 
   #call(payment: CompletionCall['payment'], stream: boolean): CompletionCall {
@@ -250,7 +284,7 @@ describe('the completion runner (fakes)', () => {
     expect(fakes.kinds()).toEqual(['SUBMITTED', 'FAILED', 'REFUNDED']);
   });
 
-  it('a final that does not extend the streamed text ends stream_diverged', async () => {
+  it('a final that does not extend the streamed text ends stream_diverged, and the Completed job is refunded', async () => {
     const fakes = new Fakes();
     fakes.attempts = [{ deltas: ['Hello'], outcome: committed('Goodbye') }];
     const events = await run(fakes, fakes.delegateCall());
@@ -259,6 +293,35 @@ describe('the completion runner (fakes)', () => {
       jobSubmitted: true,
       error: { code: 'stream_diverged' },
     });
+    // DIVERGED keeps the hold (the job is Completed on chain); the refund's REFUNDED gives it back.
+    expect(fakes.sent).toEqual(['submitJobFor', 'refundUndelivered']);
+    expect(fakes.kinds()).toEqual(['SUBMITTED', 'COMPLETED', 'DIVERGED', 'REFUNDED']);
+    expect(fakes.published.at(-1)!.step).toMatchObject({ jobId: 1n, feeWei: FEE, txHash: txHash(6) });
+  });
+
+  it('a committed job whose final never arrived or does not decrypt is refunded, and no event releases the hold before', async () => {
+    for (const reason of ['no final', 'undecryptable']) {
+      const fakes = new Fakes();
+      fakes.attempts = [{ deltas: ['Hel'], outcome: { kind: 'undelivered', reason, job } }];
+      const events = await run(fakes, fakes.delegateCall());
+      expect(events.at(-1)).toMatchObject({
+        case: 'failed',
+        jobSubmitted: true,
+        error: { code: 'job_failed' },
+      });
+      expect(fakes.sent).toEqual(['submitJobFor', 'refundUndelivered']);
+      expect(fakes.kinds()).toEqual(['SUBMITTED', 'REFUNDED']);
+    }
+  });
+
+  it('an undelivered job whose refund cannot be sent now is left to the keeper, the hold still held', async () => {
+    const fakes = new Fakes();
+    fakes.refundUndeliveredFails = true;
+    fakes.attempts = [{ deltas: ['Hello'], outcome: committed('Goodbye') }];
+    const events = await run(fakes, fakes.delegateCall());
+    expect(events.at(-1)).toMatchObject({ case: 'failed', error: { code: 'stream_diverged' } });
+    expect(fakes.markedUndelivered).toEqual([1n]);
+    // Nothing that releases the hold (FAILED, REFUNDED) was published.
     expect(fakes.kinds()).toEqual(['SUBMITTED', 'COMPLETED', 'DIVERGED']);
   });
 
@@ -307,5 +370,131 @@ describe('the completion runner (fakes)', () => {
     };
     const [second] = await run(perCall, perCall.perCallCall());
     expect(second).toMatchObject({ case: 'failed', jobSubmitted: false, error: { code: 'job_failed' } });
+  });
+
+  it('a submission mined and reverted (front-run) drops its session, frees the payment, publishes FAILED, and a wallet that keeps reverting is refused', async () => {
+    const store = new MemoryStore();
+    const reverts = new SubmissionReverts(store, { limit: 2, windowMs: 60_000 });
+    const reverted = () =>
+      new TransactionRevertedError(PRINCIPAL, 7, txHash(7), 7, {
+        name: 'SessionStateInvalid',
+        args: { sessionId: 1n, state: 3n },
+      } as never);
+    for (let call = 1; call <= 2; call++) {
+      const fakes = new Fakes();
+      fakes.reverts = reverts;
+      fakes.submitRefusals = [reverted()];
+      const events = await run(fakes, fakes.delegateCall());
+      expect(events).toEqual([
+        expect.objectContaining({
+          case: 'failed',
+          jobSubmitted: false,
+          error: expect.objectContaining({ code: 'job_failed' }),
+        }),
+      ]);
+      // The closed session never goes back into the pool, and the hold is released by the event.
+      expect(fakes.leases.map((lease) => lease.released)).toEqual(['discarded']);
+      expect(fakes.kinds()).toEqual(['FAILED']);
+    }
+    const barred = new Fakes();
+    barred.reverts = reverts;
+    const [refusal] = await run(barred, barred.delegateCall());
+    expect(refusal).toMatchObject({
+      case: 'failed',
+      jobSubmitted: false,
+      error: { code: 'rate_limit_exceeded', retryAfterSeconds: 60 },
+    });
+    expect(barred.leases).toEqual([]);
+    expect(barred.sent).toEqual([]);
+    await store.close();
+  });
+
+  it('per-call path: a settlement whose outcome stays unknown past the quick rechecks is waited for, and served once it lands', async () => {
+    const fakes = new Fakes();
+    fakes.settlementWaitMs = 5_000;
+    const unknown = { unknown: new AppError('unexpected_settle_error') };
+    fakes.settlements = [
+      ...Array.from({ length: 8 }, () => unknown),
+      { settled: { jobId: 9n, fee: FEE, txHash: txHash(9), blockNumber: 9, promptBlobHash: '0x01' } },
+    ];
+    fakes.attempts = [{ outcome: committed('answer') }];
+    const events = await run(fakes, fakes.perCallCall(false));
+    expect(events.at(-1)).toMatchObject({ case: 'completed', text: 'answer', service: { jobId: 9n } });
+    expect(fakes.sent.filter((sent) => sent === 'settle')).toHaveLength(9);
+  });
+
+  it('delegate path: a submission with no known outcome (broadcast, then lost) is left to the keeper under the call, and no event frees its hold', async () => {
+    const fakes = new Fakes();
+    const blob = '0x01' + 'ab'.repeat(31);
+    fakes.submitRefusals = [new SubmissionOutcomeUnknownError(1n, blob, new Error('no receipt'))];
+    const [failure] = await run(fakes, fakes.delegateCall());
+    expect(failure).toMatchObject({ case: 'failed', jobSubmitted: true, error: { code: 'job_failed' } });
+    expect(fakes.expected).toEqual([
+      {
+        hash: blob,
+        call: expect.objectContaining({ reservationId: 'res-1', keyId: 'key-1', payer: WALLET }),
+      },
+    ]);
+    // FAILED would give the spend hold back while the job may still land and be paid.
+    expect(fakes.kinds()).toEqual([]);
+  });
+
+  it("per-call path: a payment resent after its first call gave up (502) is given the job it settled, read with the first call's reply key", async () => {
+    const store = new MemoryStore();
+    const escrow = new ReplyKeyEscrow(store, new Uint8Array(32).fill(7));
+    // First call: the settlement is broadcast and its outcome stays unknown past the wait: 502.
+    const first = new Fakes();
+    first.replyKeys = escrow;
+    const unknown = { unknown: new AppError('unexpected_settle_error') };
+    first.settlements = [unknown, unknown, unknown, unknown];
+    const [failure] = await run(first, first.perCallCall(false));
+    expect(failure).toMatchObject({ case: 'failed', error: { code: 'unexpected_settle_error' } });
+    const [firstKey] = await escrow.recall('pay-1');
+    expect(firstKey).toHaveLength(32);
+
+    // The same PAYMENT-SIGNATURE sent again: the settler hands back the settlement that landed meanwhile.
+    const resend = new Fakes();
+    resend.replyKeys = escrow;
+    resend.requestId = 'req-2';
+    resend.settlements = [
+      { settled: { jobId: 9n, fee: FEE, txHash: txHash(9), blockNumber: 9, promptBlobHash: '0x01' } },
+    ];
+    resend.attempts = [{ outcome: committed('the first prompt answered') }];
+    const events = await run(resend, resend.perCallCall(false));
+    expect(events.at(-1)).toMatchObject({ case: 'completed', service: { jobId: 9n, txHash: txHash(9) } });
+    expect(resend.followed).toHaveLength(1);
+    expect(resend.followed[0]!.otherReplyKeys?.map((key) => Buffer.from(key).toString('hex'))).toEqual([
+      Buffer.from(firstKey!).toString('hex'),
+    ]);
+    await store.close();
+  });
+
+  it('per-call path: the same payment sent again after its job was answered is refused as used, nothing run', async () => {
+    const store = new MemoryStore();
+    const escrow = new ReplyKeyEscrow(store, new Uint8Array(32).fill(7));
+    const settled: SettlementOutcome = {
+      settled: { jobId: 9n, fee: FEE, txHash: txHash(9), blockNumber: 9, promptBlobHash: '0x01' },
+    };
+    const first = new Fakes();
+    first.replyKeys = escrow;
+    first.settlements = [settled];
+    first.attempts = [{ outcome: committed('answer') }];
+    expect((await run(first, first.perCallCall(false))).at(-1)).toMatchObject({ case: 'completed' });
+
+    const resend = new Fakes();
+    resend.replyKeys = escrow;
+    resend.requestId = 'req-2';
+    resend.settlements = [settled];
+    const events = await run(resend, resend.perCallCall(false));
+    expect(events).toEqual([
+      expect.objectContaining({
+        case: 'failed',
+        jobSubmitted: false,
+        error: expect.objectContaining({ code: 'invalid_prepaid_debit_payload_nonce_used' }),
+      }),
+    ]);
+    expect(resend.followed).toEqual([]);
+    expect(resend.kinds()).toEqual(['FAILED']);
+    await store.close();
   });
 });

@@ -44,7 +44,12 @@ beforeAll(async () => {
   await prepareServiceAccounts(devnet());
   await preparePerCallAccounts(devnet());
   proxy = await RpcFaultProxy.start(devnet().anvil.rpcUrl);
-  stack = await startCompletionStack(devnet(), { store, perCall: { rpcUrl: proxy.url } });
+  stack = await startCompletionStack(devnet(), {
+    store,
+    perCall: { rpcUrl: proxy.url },
+    // Short, so a call gives up within a test: its listed rechecks (about 12 s) are always made.
+    env: { SETTLEMENT_OUTCOME_WAIT: '4s' },
+  });
   await stack.startWorker();
   await stack.startWorker();
 }, 120_000);
@@ -61,6 +66,26 @@ const run = (payment: VerifiedPayment, content: string) => runPaid(stack, paymen
 
 function refusalCode(outcome: Awaited<ReturnType<typeof verify>>): PaymentRefusalCode | undefined {
   return outcome.case === 'refused' ? outcome.value.code : undefined;
+}
+
+/**
+ * The same PAYMENT-SIGNATURE sent again after its job was answered: the settler lets it go on under the
+ * reservation that settled it (idempotent by the nonce), and the orchestrator refuses it as used before
+ * anything runs. What the client sees: `invalid_prepaid_debit_payload_nonce_used`, nothing submitted.
+ */
+async function resendRefusedAsUsed(header: string, reservationId: string): Promise<void> {
+  const outcome = await verify(stack, header);
+  if (outcome.case === 'refused') {
+    expect(outcome.value.code).toBe(PaymentRefusalCode.NONCE_USED);
+    return;
+  }
+  expect(outcome.case === 'verified' && outcome.value.reservationId).toBe(reservationId);
+  const events = await run(await verified(header), 'sent again');
+  expect(shapeOf(events)).toEqual(['failed']);
+  expect(failureOf(events)).toMatchObject({
+    error: { code: 'invalid_prepaid_debit_payload_nonce_used' },
+    jobSubmitted: false,
+  });
 }
 
 describe('a call paid per call', () => {
@@ -103,7 +128,8 @@ describe('a call paid per call', () => {
     expect(settled?.payer?.hex).toBe(wallet.address);
 
     // Spent for good: the same payment is refused as used, and its reservation cannot be freed.
-    expect(refusalCode(await verify(stack, header))).toBe(PaymentRefusalCode.NONCE_USED);
+    await resendRefusedAsUsed(header, payment.reservationId);
+    expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
     const release = await stack.settler!.releasePayment({ reservationId: payment.reservationId });
     expect(release.state).toBe(PaymentReservationState.SETTLED);
   });
@@ -139,7 +165,7 @@ describe('a call paid per call', () => {
     expect(proxy.lost).toBe(lostBefore + 1);
     expect(shapeOf(events)).toEqual(['started', 'delta', 'completed']);
     expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
-    expect(refusalCode(await verify(stack, header))).toBe(PaymentRefusalCode.NONCE_USED);
+    await resendRefusedAsUsed(header, payment.reservationId);
     expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
   });
 
@@ -154,45 +180,65 @@ describe('a call paid per call', () => {
     const events = await run(payment, 'chain went away briefly');
     expect(shapeOf(events)).toEqual(['started', 'delta', 'completed']);
     expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
-    expect(refusalCode(await verify(stack, header))).toBe(PaymentRefusalCode.NONCE_USED);
+    await resendRefusedAsUsed(header, payment.reservationId);
   });
 
-  it('whose settlement stays unknown is answered unexpected_settle_error; the same payment is then refused as used', async () => {
+  it('whose settlement stays unknown for a while (a slow chain) is waited for and answered, charged once', async () => {
     const wallet = await payer();
     const before = await stack.chain.prepaidBalanceOf(wallet.address);
     const header = await signedPayment(stack, wallet);
     const payment = await verified(header);
-    // Longer than the orchestrator asks again for.
-    proxy.outageAfterBroadcast(6_000);
+    // Far longer than the few seconds the orchestrator used to ask again for before answering 502: the
+    // settlement lands while it waits, and the call must be served, never answered 502 with the payer debited.
+    proxy.outageAfterBroadcast(8_000);
 
     const events = await run(payment, 'chain went away');
-    expect(shapeOf(events)).toEqual(['failed']);
-    // It may have landed (it did): the call's spend is left to the job's lifecycle.
-    expect(failureOf(events)).toMatchObject({
+    expect(shapeOf(events)).toEqual(['started', 'delta', 'completed']);
+    expect(deliveredText(events)).toBe(deterministicAnswer([{ role: 'user', content: 'chain went away' }]));
+    expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
+    // Sent again: refused as used, never charged twice.
+    await resendRefusedAsUsed(header, payment.reservationId);
+    expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
+  }, 60_000);
+
+  it('whose settlement lands after its call gave up (502) is served to the same PAYMENT-SIGNATURE sent again: that job, charged once', async () => {
+    const wallet = await payer();
+    const before = await stack.chain.prepaidBalanceOf(wallet.address);
+    const header = await signedPayment(stack, wallet);
+    const payment = await verified(header);
+    // Longer than the orchestrator waits here (SETTLEMENT_OUTCOME_WAIT): the call answers 502 while the
+    // settlement it broadcast is mined and the payer debited.
+    proxy.outageAfterBroadcast(25_000);
+    const first = await run(payment, 'the first ask');
+    expect(shapeOf(first)).toEqual(['failed']);
+    expect(failureOf(first)).toMatchObject({
       error: { code: 'unexpected_settle_error' },
       jobSubmitted: true,
     });
-    expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
 
-    // Sent again once the chain is back: refused as used, never charged twice.
+    // What the 502 tells the client: send the same PAYMENT-SIGNATURE again. Not refused as used: it goes on
+    // under the reservation that settled, and the call is given that job's answer.
     const again = await waitUntil(
       () => verify(stack, header).catch(() => undefined),
       (outcome) => outcome !== undefined,
-      { what: 'the settler reading the chain again', timeoutMs: 15_000 },
+      { what: 'the settler reading the chain again', timeoutMs: 40_000 },
     );
-    expect(refusalCode(again!)).toBe(PaymentRefusalCode.NONCE_USED);
+    expect(again!.case).toBe('verified');
+    const resent = await verified(header);
+    expect(resent.reservationId).toBe(payment.reservationId);
+    const events = await run(resent, 'sent again');
+    expect(shapeOf(events)).toEqual(['started', 'delta', 'completed']);
+    // The job the payment paid for answers the first call's prompt.
+    expect(deliveredText(events)).toBe(deterministicAnswer([{ role: 'user', content: 'the first ask' }]));
     expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
-    // And the job no call serves is the keeper's.
     const [settlement] = await stack.chain.jobRegistry.queryFilter(
       stack.chain.jobRegistry.filters.DebitSettled(wallet.address),
     );
-    const jobId = settlement!.args.jobId.toString();
-    await waitUntil(
-      async () => (await store.presence.list('jobs:tracked')).some((entry) => entry.member === jobId),
-      (tracked) => tracked,
-      { what: 'the adopted job', timeoutMs: 10_000 },
-    );
-  }, 30_000);
+    expect(completionOf(events)!.service!.jobId).toBe(settlement!.args.jobId.toString());
+    // Answered now: one more resend is refused as used.
+    await resendRefusedAsUsed(header, payment.reservationId);
+    expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
+  }, 120_000);
 
   it('refused by the chain at settlement fails unsubmitted with its code, frees the payment and debits nothing', async () => {
     // Enough for one job: two payments both verify, the first to settle takes the balance.

@@ -55,6 +55,7 @@ function runnerWith(
     session: { sessionId: 7n, publicKey, worker: WORKER },
     release: async () => undefined,
     discard: async () => undefined,
+    jobSubmitted: async () => undefined,
   };
   const fakes = {
     chain: {

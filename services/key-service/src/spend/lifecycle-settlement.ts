@@ -8,13 +8,13 @@ import { parseWei } from '../money/wei.js';
 import type { SpendLedger } from './spend-ledger.js';
 
 /** Kinds that end a call without an answer: each gives the reservation back. */
-const RELEASING_KINDS = new Set([
-  JobLifecycleKind.FAILED,
-  JobLifecycleKind.DIVERGED,
-  JobLifecycleKind.REFUNDED,
-]);
+const RELEASING_KINDS = new Set([JobLifecycleKind.FAILED, JobLifecycleKind.REFUNDED]);
 
-/** Kinds that say the call's job is alive: each keeps the hold from lapsing before its job ends. */
+/**
+ * Kinds that say the call's job is alive: each keeps the hold from lapsing before its job ends.
+ * `diverged` is one of them: the job is Completed on chain, so the wallet pays unless it is refunded;
+ * the hold stays until `refunded` releases it or `answered` (at the job's release) counts it as spent.
+ */
 const LIVE_JOB_KINDS = new Set([
   JobLifecycleKind.REQUESTED,
   JobLifecycleKind.SESSION_OPENED,
@@ -22,14 +22,15 @@ const LIVE_JOB_KINDS = new Set([
   JobLifecycleKind.SUBMITTED,
   JobLifecycleKind.REASSIGNED,
   JobLifecycleKind.COMPLETED,
+  JobLifecycleKind.DIVERGED,
 ]);
 
 /**
  * Settles spend reservations from job lifecycle events, so the reservation of a call whose gateway died
- * still ends right: `answered` commits at the fee charged, `failed` / `diverged` / `refunded` release, and
- * the kinds of a live job keep the hold from lapsing meanwhile. Idempotent: a redelivered event changes
- * nothing (the first commit wins; a release after a commit is a no-op; a commit after a release still
- * counts the fee as spent). Events about reservations this service does not hold (per-call payments) are
+ * still ends right: `answered` commits at the fee charged, `failed` / `refunded` release, and the kinds of
+ * a live job (`diverged` among them: its job is Completed on chain) keep the hold from lapsing meanwhile.
+ * Idempotent: a redelivered event changes nothing (the first commit wins; a release after a commit is a
+ * no-op; a commit after a release still counts the fee as spent). Events about reservations this service does not hold (per-call payments) are
  * ignored.
  */
 export function lifecycleSettlementHandler(ledger: SpendLedger, logger: Logger) {

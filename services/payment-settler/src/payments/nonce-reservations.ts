@@ -27,7 +27,11 @@ export interface Settlement {
   readonly blockNumber: number;
 }
 
-type ReservationRecord = HeldPayment & { readonly settlement?: Settlement };
+type ReservationRecord = HeldPayment & {
+  readonly settlement?: Settlement;
+  /** The prompt blobs of settlements broadcast for this payment whose outcome is not known yet. */
+  readonly sentBlobHashes?: readonly string[];
+};
 
 /** `held` when a settlement is under way: the payment may land, so it is not freed. */
 export type ReleaseOutcome = 'released' | 'settled' | 'held';
@@ -91,6 +95,39 @@ export class NonceReservations {
     return raw === null ? undefined : (JSON.parse(raw) as ReservationRecord);
   }
 
+  /**
+   * Notes a settlement about to be broadcast with this prompt blob, before it is: a send whose outcome is
+   * then lost may land later, and a later settlement of the same reservation (a resend) recognises it.
+   */
+  async noteSend(held: HeldPayment, promptBlobHash: string): Promise<void> {
+    const record = await this.get(held.reservationId);
+    if (!record) return;
+    const sentBlobHashes = [...new Set([...(record.sentBlobHashes ?? []), promptBlobHash.toLowerCase()])];
+    const ttlMs = Math.max(1_000, record.expiresAtMs - Date.now());
+    await this.values.set(
+      recordKey(held.reservationId),
+      JSON.stringify({ ...record, sentBlobHashes }),
+      ttlMs,
+    );
+  }
+
+  /**
+   * The reservation of this same signed payment (the same authorization and signature) when it settled or
+   * a settlement of it was broadcast: a `PAYMENT-SIGNATURE` sent again after a 502 goes on under it, and
+   * its call is given the job that payment paid for, never a second debit. Undefined otherwise.
+   */
+  async resent(
+    authorization: DebitAuthorizationJson,
+    signature: string,
+  ): Promise<ReservationRecord | undefined> {
+    const reservationId = await this.values.get(pairKey(authorization.payer, authorization.nonce));
+    if (reservationId === null) return undefined;
+    const record = await this.get(reservationId);
+    if (!record || record.signature.toLowerCase() !== signature.toLowerCase()) return undefined;
+    if (JSON.stringify(record.authorization) !== JSON.stringify(authorization)) return undefined;
+    return record.settlement || record.sentBlobHashes?.length ? record : undefined;
+  }
+
   /** Whether the reservation still holds its pair (it did not lapse, and was not freed). */
   async holds(held: HeldPayment): Promise<boolean> {
     const { payer, nonce } = held.authorization;
@@ -106,13 +143,16 @@ export class NonceReservations {
   }
 
   /**
-   * Frees the pair unless the payment settled or is being settled; freeing twice, or a lapsed reservation,
-   * is a no-op.
+   * Frees the pair unless the payment settled, is being settled, or was broadcast with no known outcome;
+   * freeing twice, or a lapsed reservation, is a no-op.
    */
   async release(reservationId: string): Promise<ReleaseOutcome> {
     if ((await this.locks.holder(settlingKey(reservationId))) !== null) return 'held';
     const record = await this.get(reservationId);
     if (record?.settlement) return 'settled';
+    // A settlement of it was broadcast and its outcome is unknown: it may still land, so the payment stays
+    // held (until it lands and a resend finds it, or the reservation lapses).
+    if (record?.sentBlobHashes?.length) return 'held';
     if (record) await this.free(record);
     return 'released';
   }

@@ -103,6 +103,7 @@ export class PaymentSettlement {
     try {
       if (request.maxFeePerBlobGas !== undefined && request.maxFeePerBlobGas < this.options.maxFeePerBlobGas)
         await blobFeeCap(this.options.provider, request.maxFeePerBlobGas);
+      await reservations.noteSend(record, blob.versionedHash);
       const mined = await this.options.sender.send({
         to: this.options.chain.addresses.jobRegistry,
         data: this.#settlementCall(record, request.sessionId),
@@ -122,12 +123,11 @@ export class PaymentSettlement {
       const knownUnsent = error instanceof BlobFeeTooHighError || error instanceof ContractRevertError;
       if (!knownUnsent || revert?.name === 'NonceAlreadyUsed') {
         // Perhaps it landed anyway (a lost receipt; our own earlier send of this payment, same blob).
-        const landed = await this.#landedSettlement(record, blob.versionedHash).catch(
-          (lookupError: unknown) => {
-            logger.warn({ err: lookupError, payer }, 'settlement lookup failed');
-            return undefined;
-          },
-        );
+        const ours = [blob.versionedHash, ...(record.sentBlobHashes ?? [])];
+        const landed = await this.#landedSettlement(record, ours).catch((lookupError: unknown) => {
+          logger.warn({ err: lookupError, payer }, 'settlement lookup failed');
+          return undefined;
+        });
         if (landed) {
           await reservations.markSettled(record, landed);
           logger.info(
@@ -176,10 +176,15 @@ export class PaymentSettlement {
   }
 
   /**
-   * The settlement of this payment carrying this prompt blob, if it is on chain. A nonce used by another
-   * settlement (another call's, with another blob) is not ours.
+   * The settlement of this payment carrying one of the prompt blobs sent for it (this call's, or an
+   * earlier call's of the same reservation), if it is on chain. A nonce used by another settlement
+   * (another reservation's, with another blob) is not ours.
    */
-  async #landedSettlement(held: HeldPayment, promptBlobHash: string): Promise<Settlement | undefined> {
+  async #landedSettlement(
+    held: HeldPayment,
+    promptBlobHashes: readonly string[],
+  ): Promise<Settlement | undefined> {
+    const ours = new Set(promptBlobHashes.map((hash) => hash.toLowerCase()));
     const { chain } = this.options;
     const { payer, nonce } = held.authorization;
     if (!(await chain.isNonceUsed(payer, nonce))) return undefined;
@@ -190,7 +195,7 @@ export class PaymentSettlement {
     );
     for (const log of logs) {
       const job = await chain.getJob(log.args.jobId);
-      if (job.promptBlobHash.toLowerCase() !== promptBlobHash.toLowerCase()) continue;
+      if (!ours.has(job.promptBlobHash.toLowerCase())) continue;
       return {
         txHash: log.transactionHash.toLowerCase(),
         jobId: log.args.jobId.toString(),

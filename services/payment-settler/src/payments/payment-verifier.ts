@@ -60,7 +60,21 @@ export class PaymentVerifier {
         cause: error,
       });
     });
-    if ('refusal' in checked) return { refused: { ...checked.refusal, payer }, current: checked.current };
+    if ('refusal' in checked) {
+      if (checked.refusal.code === 'invalid_prepaid_debit_payload_nonce_used') {
+        // The same payment sent again (after a 502, as the error told its client): it goes on under the
+        // reservation that settled it, and its call is given that payment's job, not refused as used.
+        const { authorization, signature } = payment.payload;
+        const earlier = await this.reservations.resent(authorization, signature);
+        if (earlier)
+          return {
+            verified: earlier,
+            maxAmount: BigInt(authorization.maxAmount),
+            deadline: BigInt(authorization.deadline),
+          };
+      }
+      return { refused: { ...checked.refusal, payer }, current: checked.current };
+    }
     const { authorization, signature } = payment.payload;
     const held = await this.reservations.reserve(
       {

@@ -157,6 +157,7 @@ export interface JobRegistryInterface extends Interface {
   getFunction(
     nameOrSignature:
       | 'DEBIT_AUTHORIZATION_TYPEHASH'
+      | 'FINAL_ANSWER_TYPEHASH'
       | 'acceptOperator'
       | 'claimSession'
       | 'closeSession'
@@ -189,6 +190,7 @@ export interface JobRegistryInterface extends Interface {
       | 'protocolFees'
       | 'reassignJob'
       | 'refundJob'
+      | 'refundUndelivered'
       | 'releaseJob'
       | 'releaseJobs'
       | 'renounceOwnership'
@@ -239,6 +241,7 @@ export interface JobRegistryInterface extends Interface {
   ): EventFragment;
 
   encodeFunctionData(functionFragment: 'DEBIT_AUTHORIZATION_TYPEHASH', values?: undefined): string;
+  encodeFunctionData(functionFragment: 'FINAL_ANSWER_TYPEHASH', values?: undefined): string;
   encodeFunctionData(functionFragment: 'acceptOperator', values: [AddressLike]): string;
   encodeFunctionData(functionFragment: 'claimSession', values: [BigNumberish, BytesLike]): string;
   encodeFunctionData(functionFragment: 'closeSession', values: [BigNumberish]): string;
@@ -274,6 +277,7 @@ export interface JobRegistryInterface extends Interface {
   encodeFunctionData(functionFragment: 'protocolFees', values?: undefined): string;
   encodeFunctionData(functionFragment: 'reassignJob', values: [BigNumberish, BigNumberish]): string;
   encodeFunctionData(functionFragment: 'refundJob', values: [BigNumberish]): string;
+  encodeFunctionData(functionFragment: 'refundUndelivered', values: [BigNumberish]): string;
   encodeFunctionData(functionFragment: 'releaseJob', values: [BigNumberish]): string;
   encodeFunctionData(functionFragment: 'releaseJobs', values: [BigNumberish[]]): string;
   encodeFunctionData(functionFragment: 'renounceOwnership', values?: undefined): string;
@@ -300,6 +304,7 @@ export interface JobRegistryInterface extends Interface {
   encodeFunctionData(functionFragment: 'worstCaseLiability', values?: undefined): string;
 
   decodeFunctionResult(functionFragment: 'DEBIT_AUTHORIZATION_TYPEHASH', data: BytesLike): Result;
+  decodeFunctionResult(functionFragment: 'FINAL_ANSWER_TYPEHASH', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'acceptOperator', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'claimSession', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'closeSession', data: BytesLike): Result;
@@ -332,6 +337,7 @@ export interface JobRegistryInterface extends Interface {
   decodeFunctionResult(functionFragment: 'protocolFees', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'reassignJob', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'refundJob', data: BytesLike): Result;
+  decodeFunctionResult(functionFragment: 'refundUndelivered', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'releaseJob', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'releaseJobs', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'renounceOwnership', data: BytesLike): Result;
@@ -757,6 +763,8 @@ export interface JobRegistry extends BaseContract {
 
   DEBIT_AUTHORIZATION_TYPEHASH: TypedContractMethod<[], [string], 'view'>;
 
+  FINAL_ANSWER_TYPEHASH: TypedContractMethod<[], [string], 'view'>;
+
   acceptOperator: TypedContractMethod<[principal: AddressLike], [void], 'nonpayable'>;
 
   claimSession: TypedContractMethod<
@@ -847,6 +855,8 @@ export interface JobRegistry extends BaseContract {
 
   refundJob: TypedContractMethod<[jobId: BigNumberish], [void], 'nonpayable'>;
 
+  refundUndelivered: TypedContractMethod<[jobId: BigNumberish], [void], 'nonpayable'>;
+
   releaseJob: TypedContractMethod<[jobId: BigNumberish], [void], 'nonpayable'>;
 
   releaseJobs: TypedContractMethod<[jobIds: BigNumberish[]], [void], 'nonpayable'>;
@@ -902,6 +912,7 @@ export interface JobRegistry extends BaseContract {
   getFunction<T extends ContractMethod = ContractMethod>(key: string | FunctionFragment): T;
 
   getFunction(nameOrSignature: 'DEBIT_AUTHORIZATION_TYPEHASH'): TypedContractMethod<[], [string], 'view'>;
+  getFunction(nameOrSignature: 'FINAL_ANSWER_TYPEHASH'): TypedContractMethod<[], [string], 'view'>;
   getFunction(
     nameOrSignature: 'acceptOperator',
   ): TypedContractMethod<[principal: AddressLike], [void], 'nonpayable'>;
@@ -988,6 +999,9 @@ export interface JobRegistry extends BaseContract {
     nameOrSignature: 'reassignJob',
   ): TypedContractMethod<[jobId: BigNumberish, newSessionId: BigNumberish], [void], 'nonpayable'>;
   getFunction(nameOrSignature: 'refundJob'): TypedContractMethod<[jobId: BigNumberish], [void], 'nonpayable'>;
+  getFunction(
+    nameOrSignature: 'refundUndelivered',
+  ): TypedContractMethod<[jobId: BigNumberish], [void], 'nonpayable'>;
   getFunction(
     nameOrSignature: 'releaseJob',
   ): TypedContractMethod<[jobId: BigNumberish], [void], 'nonpayable'>;

@@ -1,16 +1,26 @@
+import { TransactionRevertedError } from '@svc/chain';
 import { AppError } from '@svc/platform';
 import type { DelegatePayment } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import {
   revertOf,
   promptBlobHashOf,
   delegatePathErrorOf,
+  SubmissionOutcomeUnknownError,
   type ServiceChain,
 } from '../../chain/service-chain.js';
+import type { PendingSubmissions } from '../../keeper/pending-submissions.js';
 import type { CallIdentity } from '../../events/lifecycle-events.js';
 import type { ConfiguredModel } from '../model-catalogue.js';
 import { delegatePaymentRefusal, delegateRefusalOf } from './delegate-refusal.js';
-import { NotSubmitted, type PaymentPath, type Submission } from './payment-path.js';
+import {
+  NotSubmitted,
+  SubmissionReverted,
+  SubmissionUnknown,
+  type PaymentPath,
+  type Submission,
+} from './payment-path.js';
 import { invalidRequest, isAddress, isWei } from './request-fields.js';
+import type { SubmissionReverts } from './submission-reverts.js';
 
 /** Reverts that say a pooled session cannot take a job: another session is tried. */
 const STALE_SESSION_REVERTS = new Set(['SessionStateInvalid', 'WorkerNotActive', 'NotSessionWorker']);
@@ -18,6 +28,10 @@ const STALE_SESSION_REVERTS = new Set(['SessionStateInvalid', 'WorkerNotActive',
 export interface DelegatePathDependencies {
   readonly chain: Pick<ServiceChain, 'reads' | 'principal' | 'jobRegistry' | 'submitJobFor'>;
   readonly chainId: bigint;
+  /** Wallets whose submissions keep reverting on chain; undefined counts nothing. */
+  readonly reverts?: Pick<SubmissionReverts, 'record' | 'refuseIfBarred'>;
+  /** Where a submission with no known outcome is left for the keeper to adopt if it lands. */
+  readonly pending?: Pick<PendingSubmissions, 'expect'>;
 }
 
 /** The request's delegate payment, as the gateway reserved it against the key's spend cap. */
@@ -68,6 +82,7 @@ export class DelegatePath implements PaymentPath {
   async checkPayable(model: ConfiguredModel): Promise<void> {
     const { chain, chainId } = this.deps;
     const { wallet, maxFeeWei } = this.terms;
+    await this.deps.reverts?.refuseIfBarred(wallet);
     const position = await chain.reads.delegatePosition(wallet, chain.principal);
     const refusal = delegateRefusalOf(position, model.fee);
     if (refusal) {
@@ -91,6 +106,30 @@ export class DelegatePath implements PaymentPath {
       const { jobId, fee, tx } = await this.deps.chain.submitJobFor(wallet, sessionId, maxFeeWei, promptWire);
       return { jobId, fee, hash: tx.hash, blockNumber: tx.blockNumber, promptBlobHash: promptBlobHashOf(tx) };
     } catch (error) {
+      if (error instanceof TransactionRevertedError) {
+        // Simulated fine, mined and reverted: the session changed in between (its owner closed it with a
+        // higher tip, say). No job landed; the service paid the gas and the blob, so the wallet is counted.
+        await this.deps.reverts?.record(wallet);
+        throw new SubmissionReverted(
+          new AppError('job_failed', {
+            message:
+              "The job's submission reverted on chain (its session changed under it); send the request again.",
+            cause: error,
+          }),
+        );
+      }
+      if (error instanceof SubmissionOutcomeUnknownError) {
+        // Broadcast, perhaps, and not found: it may still land. The keeper adopts the job if it does, under
+        // this call's reservation, so it is settled (refunded, or counted as spent) like any other.
+        await this.deps.pending?.expect(error.promptBlobHash, this.identity);
+        throw new SubmissionUnknown(
+          new AppError('job_failed', {
+            message:
+              "The job's submission has no known outcome; if it lands it is settled on its own. Send the request again.",
+            cause: error,
+          }),
+        );
+      }
       if (STALE_SESSION_REVERTS.has(revertOf(error)?.name ?? '')) return 'session_unusable';
       const known = delegatePathErrorOf(error);
       if (known) throw new NotSubmitted(known);

@@ -11,6 +11,11 @@ export interface SubmittedJob {
   readonly hash: string;
   readonly blockNumber: number;
   readonly promptBlobHash: string | undefined;
+  /**
+   * Reply keys of earlier calls made with the same payment: a resent per-call payment is handed the job
+   * that payment settled, whose prompt an earlier call sealed. Its first attempt's answer opens with one.
+   */
+  readonly otherReplyKeys?: readonly Uint8Array[];
 }
 
 /** A submission's result: the job, or 'session_unusable' when the session cannot take one (try another). */
@@ -32,11 +37,13 @@ export interface PaymentPath {
    * Submits the job in the session. Throws `NotSubmitted` for a refusal (nothing landed) and
    * `SubmissionUnknown` when the job may have landed unheard.
    */
-  submit(sessionId: bigint, promptWire: Uint8Array): Promise<Submission>;
+  submit(sessionId: bigint, promptWire: Uint8Array, replyKey: Uint8Array): Promise<Submission>;
   /** Whether a run failing unexpectedly now may have left a job on chain (the payment must then stay held). */
   mayHaveSubmitted(): boolean;
   /** The `tx_hash` an answer names after a reassignment: the reassignment, or what took the payment. */
   answerTxHash(submission: string, reassignment: string): string;
+  /** Told once the caller was given the answer (a per-call payment sent again is then refused as used). */
+  answered?(): Promise<void>;
 }
 
 /** Ends a run before anything was submitted: the payment is free again. */
@@ -45,6 +52,12 @@ export class NotSubmitted extends Error {
     super(error.message);
   }
 }
+
+/**
+ * Ends a run whose submission was mined and reverted (its session closed or changed under it, as a
+ * front-run does): no job landed, so the payment is free again, and the session is dropped from the pool.
+ */
+export class SubmissionReverted extends NotSubmitted {}
 
 /** Ends a run whose submission's outcome cannot be known (the settler was not heard): the job may exist. */
 export class SubmissionUnknown extends Error {
