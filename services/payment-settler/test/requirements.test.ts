@@ -224,7 +224,7 @@ describe('a settler without FACILITATOR_PRIVATE_KEY takes no per-call payments',
     expect(
       (
         await appCodeOf(
-          bare.client.settlePayment({
+          bare.asOrchestrator.settlePayment({
             reservationId: 'r',
             sessionId: '1',
             promptWire: new Uint8Array([1]),

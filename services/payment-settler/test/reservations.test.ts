@@ -20,7 +20,6 @@ import {
   startSettler,
   verifiedOf,
   verify,
-  type PaymentSettlerClient,
   type Settler,
 } from './support/settler.js';
 
@@ -49,8 +48,8 @@ async function signedPayment(): Promise<string> {
   return paymentSignatureFor(await payer(), await currentRequirements(first.client));
 }
 
-function settle(client: PaymentSettlerClient, reservationId: string, sessionId = '1') {
-  return client.settlePayment({
+function settle(settler: Settler, reservationId: string, sessionId = '1') {
+  return settler.asOrchestrator.settlePayment({
     reservationId,
     sessionId,
     promptWire: new Uint8Array([1, 2, 3]),
@@ -59,8 +58,8 @@ function settle(client: PaymentSettlerClient, reservationId: string, sessionId =
 }
 
 /** The refusal a settlement must end in. */
-async function settleRefusal(client: PaymentSettlerClient, reservationId: string) {
-  const { outcome } = await settle(client, reservationId);
+async function settleRefusal(settler: Settler, reservationId: string) {
+  const { outcome } = await settle(settler, reservationId);
   if (outcome.case !== 'refused') throw new Error(`expected a refused settlement, got ${outcome.case}`);
   return outcome.value;
 }
@@ -203,7 +202,7 @@ describe('a reservation that lapses', () => {
     expect(next.reservationId).not.toBe(lapsing.reservationId);
 
     const sentBefore = await settlementsSent();
-    const refusal = await settleRefusal(first.client, lapsing.reservationId);
+    const refusal = await settleRefusal(first, lapsing.reservationId);
     expect(refusal.code).toBe(PaymentRefusalCode.TRANSACTION_STATE);
     expect(await settlementsSent()).toBe(sentBefore);
     expect((await first.client.releasePayment({ reservationId: lapsing.reservationId })).state).toBe(
@@ -217,7 +216,7 @@ describe('a reservation that lapses', () => {
 describe('SettlePayment refusals that need no session', () => {
   it('of an unknown reservation: refused invalid_transaction_state, nothing sent', async () => {
     const sentBefore = await settlementsSent();
-    const refusal = await settleRefusal(first.client, 'no-such-reservation');
+    const refusal = await settleRefusal(first, 'no-such-reservation');
     expect(refusal.code).toBe(PaymentRefusalCode.TRANSACTION_STATE);
     expect(refusal.message).toMatch(/PAYMENT-SIGNATURE/);
     expect(await settlementsSent()).toBe(sentBefore);
@@ -231,9 +230,7 @@ describe('SettlePayment refusals that need no session', () => {
     const balance = await devnet().deployment.jobRegistry.prepaidBalanceOf(wallet.address);
     const sentBefore = await settlementsSent();
 
-    expect((await settleRefusal(second.client, held.reservationId)).code).toBe(
-      PaymentRefusalCode.TRANSACTION_STATE,
-    );
+    expect((await settleRefusal(second, held.reservationId)).code).toBe(PaymentRefusalCode.TRANSACTION_STATE);
     expect(await settlementsSent()).toBe(sentBefore);
     expect(await devnet().deployment.jobRegistry.prepaidBalanceOf(wallet.address)).toBe(balance);
   });
@@ -243,7 +240,7 @@ describe('SettlePayment refusals that need no session', () => {
     const held = verifiedOf(await verify(first.client, paymentSignature));
     const sentBefore = await settlementsSent();
     for (const sessionId of ['', 'abc', '-1', '0x1', '1.5', ' 1', '1'.repeat(79)]) {
-      const error = await rpcErrorOf(settle(first.client, held.reservationId, sessionId));
+      const error = await rpcErrorOf(settle(first, held.reservationId, sessionId));
       expect({ sessionId, status: error.status, appCode: error.appCode }).toEqual({
         sessionId,
         status: GrpcStatus.INVALID_ARGUMENT,
@@ -314,7 +311,7 @@ describe('metrics', () => {
     const paymentSignature = await signedPayment();
     verifiedOf(await verify(first.client, paymentSignature));
     expect(refusalOf(await verify(first.client, paymentSignature)).code).toBe(PaymentRefusalCode.NONCE_USED);
-    await settleRefusal(first.client, 'no-such-reservation');
+    await settleRefusal(first, 'no-such-reservation');
 
     expect(await read(VERIFICATIONS, { outcome: 'verified' })).toBe(before.verified + 1);
     expect(await read(VERIFICATIONS, nonceUsed)).toBe(before.nonceUsed + 1);

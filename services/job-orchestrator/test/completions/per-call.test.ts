@@ -267,7 +267,7 @@ describe('a call paid per call', () => {
         sessionId = session.sessionId;
     }
     expect(sessionId).toBeDefined();
-    const settled = await stack.settler!.settlePayment({
+    const settled = await stack.settlerAsOrchestrator!.settlePayment({
       reservationId: payment.reservationId,
       sessionId: sessionId!.toString(),
       promptWire: new Uint8Array(64),

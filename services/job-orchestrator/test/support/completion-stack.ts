@@ -74,8 +74,10 @@ export interface CompletionStack {
   readonly chain: ChainClient;
   readonly signer: string;
   readonly client: JobOrchestratorClient;
-  /** The payment-settler, when the stack takes per-call payments. */
+  /** The payment-settler, when the stack takes per-call payments, called as the gateway calls it. */
   readonly settler: PaymentSettlerClient | undefined;
+  /** The same settler called as the job-orchestrator, the one caller granted SettlePayment. */
+  readonly settlerAsOrchestrator: PaymentSettlerClient | undefined;
   readonly facilitator: string;
   startWorker(options?: ReferenceWorkerOptions): Promise<ReferenceWorker>;
   /** A new wallet that deposited `deposit` and authorized the service signer for as much. */
@@ -183,6 +185,9 @@ export async function startCompletionStack(
     testServiceClientOptions('job-orchestrator'),
   );
   const settler = settling
+    ? createClient(PaymentSettler, settling.grpcAddress!, testServiceClientOptions('payment-settler'))
+    : undefined;
+  const settlerAsOrchestrator = settling
     ? createClient(
         PaymentSettler,
         settling.grpcAddress!,
@@ -205,6 +210,7 @@ export async function startCompletionStack(
     signer: signer.address,
     client,
     settler,
+    settlerAsOrchestrator,
     facilitator: facilitator.address,
     async startWorker(workerOptions = {}) {
       const worker = await startReferenceWorker(devnet, instance.listeners['worker-link']!, workerOptions);
@@ -239,6 +245,7 @@ export async function startCompletionStack(
     async stop() {
       closeClient(client);
       if (settler) closeClient(settler);
+      if (settlerAsOrchestrator) closeClient(settlerAsOrchestrator);
       await Promise.all(workers.map((worker) => worker.stop()));
       await running.stop();
       await settling?.stop();

@@ -110,7 +110,10 @@ export function runSettler(
 
 export interface Settler {
   readonly running: RunningTarget;
+  /** A client calling as the gateway does: requirements, verification, release. */
   readonly client: PaymentSettlerClient;
+  /** A client calling as the job-orchestrator does: settlement, which the gateway may not call. */
+  readonly asOrchestrator: PaymentSettlerClient;
   stop(): Promise<void>;
 }
 
@@ -126,11 +129,18 @@ export async function startSettler(
     running.grpcAddress!,
     testServiceClientOptions('payment-settler'),
   );
+  const asOrchestrator = createClient(
+    PaymentSettler,
+    running.grpcAddress!,
+    testServiceClientOptions('payment-settler', { as: 'job-orchestrator' }),
+  );
   return {
     running,
     client,
+    asOrchestrator,
     async stop() {
       closeClient(client);
+      closeClient(asOrchestrator);
       await running.stop();
     },
   };
