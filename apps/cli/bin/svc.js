@@ -1,19 +1,34 @@
 #!/usr/bin/env node
-// `svc`: runs the command from its TypeScript sources (no build step), with the workspace's packages
-// resolved to their sources. That takes `--conditions=@svc/source`, which only a new process can be
-// given, hence the second node (npm start's launcher needs no condition and registers tsx in-process).
-// Signals reach the command; its exit code is ours.
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+// `svc`: runs the compiled command line, apps/cli/dist/main.js (scripts/build.mjs), in this process.
+// When dist is missing, or a file it was built from (its list is dist/build.json) changed since, it is
+// built again first (esbuild, well under a second), so an edited checkout never runs stale code. The
+// check is a stat of each listed file, about a millisecond.
+import { readFileSync, statSync } from 'node:fs';
 
-const entry = fileURLToPath(new URL('../src/main.ts', import.meta.url));
-// tsx by its location, not by name: a bare `--import tsx` resolves from the working directory, and svc
-// runs from any directory.
-const tsx = import.meta.resolve('tsx');
-const child = spawn(
-  process.execPath,
-  ['--conditions=@svc/source', '--import', tsx, entry, ...process.argv.slice(2)],
-  { stdio: 'inherit' },
-);
-for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
-child.on('exit', (code, signal) => process.exit(code ?? (signal === 'SIGINT' ? 130 : 1)));
+const cliDir = new URL('../', import.meta.url);
+
+function isCurrent() {
+  let info;
+  try {
+    info = JSON.parse(readFileSync(new URL('dist/build.json', cliDir), 'utf8'));
+  } catch {
+    return false;
+  }
+  try {
+    return info.inputs.every((input) => statSync(new URL(input, cliDir)).mtimeMs <= info.builtAt);
+  } catch {
+    return false; // a file it was built from is gone
+  }
+}
+
+if (!isCurrent()) {
+  const { build } = await import('../scripts/build.mjs');
+  try {
+    await build();
+  } catch {
+    // esbuild has said what does not compile, and where.
+    process.stderr.write('svc: apps/cli/dist cannot be built from its sources (above); svc did not run\n');
+    process.exit(1);
+  }
+}
+await import('../dist/main.js');

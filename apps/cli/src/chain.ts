@@ -82,7 +82,7 @@ export async function sendAndWait(
   what: string,
   request: TransactionRequest,
 ): Promise<{ hash: string; blockNumber: number }> {
-  const spinner = output.progress(`Sending ${what}`).start();
+  const spinner = (await output.progress(`Sending ${what}`)).start();
   try {
     const sent = await wallet.sendTransaction(request);
     spinner.text = `Waiting for ${what} to be mined (${sent.hash})`;

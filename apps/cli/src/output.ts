@@ -1,4 +1,4 @@
-import ora, { type Ora } from 'ora';
+import type { Ora } from 'ora';
 import type { CliError } from './errors.js';
 
 /**
@@ -31,8 +31,12 @@ export class Output {
     if (!this.json) this.stderr.write(`${text}\n`);
   }
 
-  /** A spinner on stderr while something slow happens; silent with --json or when stderr is not a terminal. */
-  progress(text: string): Ora {
+  /**
+   * A spinner on stderr while something slow happens; silent with --json or when stderr is not a terminal.
+   * ora is loaded here, by the commands that show progress, not by every run of svc.
+   */
+  async progress(text: string): Promise<Ora> {
+    const { default: ora } = await import('ora');
     return ora({ text, stream: this.stderr, isSilent: this.json || !this.stderr.isTTY });
   }
 

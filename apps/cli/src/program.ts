@@ -1,12 +1,19 @@
+// Loaded by every run, `--help` included: commander, the exit codes and the output. A command's module,
+// and ethers, openai or ora with it, is imported only when that command runs.
 import { Command, CommanderError, Option } from 'commander';
-import { authorize, balance, deposit, type ChainOptions } from './commands/funds.js';
-import { chat, models, type ChatOptions } from './commands/chat.js';
-import { capKey, createKey, deleteKey, listKeys, revokeKey } from './commands/keys.js';
-import { login, logout } from './commands/login.js';
-import { pay, type PayOptions } from './commands/pay.js';
-import { CommandContext, type GlobalOptions } from './context.js';
+import type { ChainOptions } from './commands/funds.js';
+import type { ChatOptions } from './commands/chat.js';
+import type { PayOptions } from './commands/pay.js';
+import type { CommandContext, GlobalOptions } from './context.js';
 import { EXIT, CliError, type ExitCode } from './errors.js';
 import { Output } from './output.js';
+
+// Each command's module, imported when it runs.
+const loginCommands = () => import('./commands/login.js');
+const keyCommands = () => import('./commands/keys.js');
+const funds = () => import('./commands/funds.js');
+const chatCommands = () => import('./commands/chat.js');
+const payCommand = () => import('./commands/pay.js');
 
 const EXIT_CODES_HELP = `
 Exit codes:
@@ -61,6 +68,7 @@ export function buildProgram(
       const globals = program.opts<GlobalOptions>();
       let output = new Output(globals.json ?? false);
       try {
+        const { CommandContext } = await import('./context.js');
         const context = CommandContext.create(globals, env);
         output = context.output;
         await handler(context, ...args);
@@ -89,11 +97,15 @@ export function buildProgram(
       'sign in with the wallet (SVC_PRIVATE_KEY, --keystore, or a prompt); the token is kept until it expires',
     )
     .addOption(wallet)
-    .action(action((context, options: { keystore?: string }) => login(context, options)));
+    .action(
+      action(async (context, options: { keystore?: string }) =>
+        (await loginCommands()).login(context, options),
+      ),
+    );
   program
     .command('logout')
     .description("forget this service's sign-in token and saved key")
-    .action(action((context) => logout(context)));
+    .action(action(async (context) => (await loginCommands()).logout(context)));
 
   const keys = program.command('keys').description("the signed-in wallet's API keys");
   keys
@@ -103,30 +115,34 @@ export function buildProgram(
     .option('--cap <amount>', 'lifetime spend cap: wei, or with a unit (0.01ether)')
     .option('--save', 'keep the key for svc chat and svc models')
     .action(
-      action((context, options: { name?: string; cap?: string; save?: boolean }) =>
-        createKey(context, options),
+      action(async (context, options: { name?: string; cap?: string; save?: boolean }) =>
+        (await keyCommands()).createKey(context, options),
       ),
     );
   keys
     .command('list')
     .description('every key, revoked ones included, newest first')
-    .action(action((context) => listKeys(context)));
+    .action(action(async (context) => (await keyCommands()).listKeys(context)));
   keys
     .command('cap')
     .description('set the spend cap of a key (wei, or with a unit), or remove it with "none"')
     .argument('<id>', 'the key id (svc keys list)')
     .argument('<amount>', 'the cap, or none')
-    .action(action((context, id: string, amount: string) => capKey(context, id, amount)));
+    .action(
+      action(async (context, id: string, amount: string) =>
+        (await keyCommands()).capKey(context, id, amount),
+      ),
+    );
   keys
     .command('revoke')
     .description('stop a key at once; it stays listed')
     .argument('<id>')
-    .action(action((context, id: string) => revokeKey(context, id)));
+    .action(action(async (context, id: string) => (await keyCommands()).revokeKey(context, id)));
   keys
     .command('delete')
     .description('remove a revoked key from the listing')
     .argument('<id>')
-    .action(action((context, id: string) => deleteKey(context, id)));
+    .action(action(async (context, id: string) => (await keyCommands()).deleteKey(context, id)));
 
   chainOptions(
     program
@@ -135,13 +151,21 @@ export function buildProgram(
         "the wallet's prepaid balance, its authorization of the service's signer, and the allowance left",
       )
       .option('--address <address>', 'another wallet than the signed-in one'),
-  ).action(action((context, options: ChainOptions & { address?: string }) => balance(context, options)));
+  ).action(
+    action(async (context, options: ChainOptions & { address?: string }) =>
+      (await funds()).balance(context, options),
+    ),
+  );
   chainOptions(
     program
       .command('deposit')
       .description('deposit() into JobRegistry: the balance calls paid per call draw from')
       .argument('<amount>', 'wei, or with a unit (0.01ether)'),
-  ).action(action((context, amount: string, options: ChainOptions) => deposit(context, amount, options)));
+  ).action(
+    action(async (context, amount: string, options: ChainOptions) =>
+      (await funds()).deposit(context, amount, options),
+    ),
+  );
   chainOptions(
     program
       .command('authorize')
@@ -149,13 +173,21 @@ export function buildProgram(
         "depositAndAuthorize(<service signer>): the 402's accepts transaction; adds balance and allowance",
       )
       .argument('<amount>', 'wei, or with a unit (0.01ether)'),
-  ).action(action((context, amount: string, options: ChainOptions) => authorize(context, amount, options)));
+  ).action(
+    action(async (context, amount: string, options: ChainOptions) =>
+      (await funds()).authorize(context, amount, options),
+    ),
+  );
 
   program
     .command('models')
     .description('the models served now')
     .option('--api-key <key>', 'else SVC_API_KEY, else the saved key')
-    .action(action((context, options: { apiKey?: string }) => models(context, options)));
+    .action(
+      action(async (context, options: { apiKey?: string }) =>
+        (await chatCommands()).models(context, options),
+      ),
+    );
   program
     .command('chat')
     .description('a streamed completion with an API key (--api-key, SVC_API_KEY, or the saved key)')
@@ -165,7 +197,11 @@ export function buildProgram(
     .option('--conversation <id>', 'conversation_id: keep a conversation on one session')
     .option('--api-key <key>', 'else SVC_API_KEY, else the saved key')
     .option('--verbose', 'print the service object (job, session, transaction, worker)')
-    .action(action((context, words: string[], options: ChatOptions) => chat(context, words, options)));
+    .action(
+      action(async (context, words: string[], options: ChatOptions) =>
+        (await chatCommands()).chat(context, words, options),
+      ),
+    );
   program
     .command('pay')
     .description('a call with no API key, paid per call (x402) from the prepaid balance')
@@ -177,7 +213,11 @@ export function buildProgram(
     .option('--yes', 'pay without asking')
     .option('--max <amount>', 'decline a price above this (wei, or with a unit)')
     .addOption(wallet)
-    .action(action((context, words: string[], options: PayOptions) => pay(context, words, options)));
+    .action(
+      action(async (context, words: string[], options: PayOptions) =>
+        (await payCommand()).pay(context, words, options),
+      ),
+    );
 
   return { program, exitCode: () => exitCode };
 }

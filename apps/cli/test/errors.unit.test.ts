@@ -148,12 +148,12 @@ describe('Output', () => {
     expect(stderr.text).toBe('');
   });
 
-  it('shows progress only to a person at a terminal', () => {
-    expect(outputs(false, true).output.progress('working').isSilent).toBe(false);
-    expect(outputs(false, false).output.progress('working').isSilent).toBe(true);
-    expect(outputs(true, true).output.progress('working').isSilent).toBe(true);
+  it('shows progress only to a person at a terminal', async () => {
+    expect((await outputs(false, true).output.progress('working')).isSilent).toBe(false);
+    expect((await outputs(false, false).output.progress('working')).isSilent).toBe(true);
+    expect((await outputs(true, true).output.progress('working')).isSilent).toBe(true);
     const { output, stdout, stderr } = outputs(false, false);
-    output.progress('working').start().succeed('done');
+    (await output.progress('working')).start().succeed('done');
     expect(stdout.text + stderr.text).toBe('');
   });
 

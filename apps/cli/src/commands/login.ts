@@ -8,7 +8,9 @@ import { loadWallet, type WalletOptions } from '../wallet.js';
 export async function login(context: CommandContext, options: WalletOptions): Promise<void> {
   const wallet = await loadWallet(options, context.walletSource);
   const api = new ApiClient(context.baseUrl);
-  const spinner = context.output.progress(`Signing in ${wallet.address} at ${context.baseUrl}`).start();
+  const spinner = (
+    await context.output.progress(`Signing in ${wallet.address} at ${context.baseUrl}`)
+  ).start();
   try {
     const { message } = await api.challenge(wallet.address);
     checkChallenge(message, context.baseUrl, wallet.address);
