@@ -13,6 +13,7 @@ import { signIn } from './wallet/wallet-sign-in.js';
 
 const PAGES = [
   { route: 'keys', title: 'API keys' },
+  { route: 'usage', title: 'Usage' },
   { route: 'balance', title: 'Balance' },
   { route: 'playground', title: 'Playground' },
 ] as const;
@@ -22,6 +23,7 @@ type Route = (typeof PAGES)[number]['route'];
 // reader, which sign-in and the keys page do not need.
 const loadBalanceView = () => import('./views/balance-view.js');
 const loadPlaygroundView = () => import('./views/playground-view.js');
+const loadUsageView = () => import('./views/usage-view.js');
 
 /** A page's module, loaded once it is wanted; the failure to load it (a redeploy's missing chunk, say). */
 function useLoaded<T>(load: () => Promise<T>, wanted: boolean): { module?: T; error?: unknown } {
@@ -80,6 +82,8 @@ export function App() {
   const playgroundPage = useLoaded(loadPlaygroundView, session !== undefined && route === 'playground');
   const BalanceView = balancePage.module?.BalanceView;
   const PlaygroundView = playgroundPage.module?.PlaygroundView;
+  const usagePage = useLoaded(loadUsageView, session !== undefined && route === 'usage');
+  const UsageView = usagePage.module?.UsageView;
 
   const signOut = useCallback((why?: string) => {
     saveSession(undefined);
@@ -160,6 +164,17 @@ export function App() {
             window.location.hash = '#/playground';
           }}
         />
+      ) : null}
+      {route === 'usage' ? (
+        UsageView ? (
+          <UsageView
+            token={session.token}
+            {...(chain ? { chainId: chain.chainId } : {})}
+            onUnauthorized={onUnauthorized}
+          />
+        ) : (
+          <PageLoading error={usagePage.error} />
+        )
       ) : null}
       {route === 'balance' ? (
         chain && wallet && BalanceView ? (

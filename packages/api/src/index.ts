@@ -26,6 +26,7 @@ export type {
   SpendCapRequestJson,
 } from './keys.js';
 export type { ChainJson, SignInChallengeJson, SignInRequestJson, SignInResultJson } from './sign-in.js';
+export type { UsageDayJson, UsageListJson, UsageOutcomeJson, UsageRecordJson } from './usage.js';
 export {
   CHAT_ROLES,
   MAX_CONVERSATION_ID_LENGTH,

@@ -19,6 +19,7 @@ export const SERVICE_CALL_GRANTS: Readonly<Record<ServiceName, readonly string[]
     'KeyService.UpdateSpendCap',
     'KeyService.RevokeKey',
     'KeyService.DeleteKey',
+    'KeyService.ListUsage',
     // /v1: keys, spend, limit hits
     'KeyService.ResolveKey',
     'KeyService.ReserveSpend',

@@ -6,6 +6,7 @@ import { logRequests } from './http/access-log.js';
 import { apiErrorHandler, apiRouteNotFound } from './http/api-errors.js';
 import { CONSOLE_OFF, consoleDirectory, consoleRoutes } from './http/console-routes.js';
 import { healthRoutes } from './http/health-routes.js';
+import { openApiRoute } from './http/openapi-route.js';
 import { securityHeaders } from './http/security-headers.js';
 import { assignRequestId, bindRequestContext } from './http/request-context.js';
 import type { KeyServiceClient } from './key-service-client.js';
@@ -101,6 +102,8 @@ export function buildGatewayApp(ports: GatewayPorts): Express {
   // The logging context is bound once here for everything after it (each binding costs on every call); the
   // routers bind it again only after reading a body, whose stream events fire outside it.
   app.use(securityHeaders(), assignRequestId(), logRequests(logger), bindRequestContext());
+  // The document of the two surfaces below (an extension of docs/api.md): public, cacheable.
+  app.use(openApiRoute({ publicUrl: config.PUBLIC_URL }));
   app.use(
     '/v1',
     v1Router({

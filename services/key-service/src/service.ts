@@ -30,6 +30,7 @@ import type { TokenKeyRing } from './signin/token-key-ring.js';
 import { lifecycleSettlementHandler } from './spend/lifecycle-settlement.js';
 import { createReservationSweeper } from './spend/reservation-sweeper.js';
 import { SpendLedger } from './spend/spend-ledger.js';
+import { UsageLog, usageRecordingHandler } from './usage/usage-log.js';
 
 /** What the key-service runs on; main.ts passes the real ones, tests whatever they need. */
 export interface KeyServicePorts {
@@ -119,7 +120,10 @@ export function buildKeyService(ports: KeyServicePorts): KeyServiceInstance {
     logger,
   );
 
-  const domain: KeyServiceDomain = { signIn, tokenKeys, apiKeys, resolver, ledger, limitHits };
+  const usage = new UsageLog(db);
+  const domain: KeyServiceDomain = { signIn, tokenKeys, apiKeys, resolver, ledger, limitHits, usage };
+  const settle = lifecycleSettlementHandler(ledger, logger);
+  const recordUsage = usageRecordingHandler(usage, logger);
   let lifecycleSubscription: RetriedSubscription<typeof JobLifecycleEventSchema> | undefined;
 
   return {
@@ -131,7 +135,14 @@ export function buildKeyService(ports: KeyServicePorts): KeyServiceInstance {
       lifecycleSubscription = new RetriedSubscription(
         bus,
         jobLifecycleTopic,
-        { group: config.LIFECYCLE_CONSUMER_GROUP, handler: lifecycleSettlementHandler(ledger, logger) },
+        {
+          group: config.LIFECYCLE_CONSUMER_GROUP,
+          // Both are idempotent, so an event retried after either failed is handled again whole.
+          handler: async (event) => {
+            await settle(event);
+            await recordUsage(event);
+          },
+        },
         {
           logger,
           ensureTopics: [keyEventsTopic, jobLifecycleTopic],

@@ -5,6 +5,7 @@ import type {
   MintKeyRequestJson,
   SignInChallengeJson,
   SignInResultJson,
+  UsageListJson,
 } from '@svc/api';
 import { request } from './request.js';
 
@@ -24,7 +25,26 @@ export const serviceApi = {
     call<void>('POST', `/api/api-keys/${encodeURIComponent(id)}/revoke`, { token }),
   deleteKey: (token: string, id: string) =>
     call<void>('DELETE', `/api/api-keys/${encodeURIComponent(id)}`, { token }),
+  usage: (token: string, query: UsageQuery = {}) =>
+    call<UsageListJson>('GET', `/api/usage${usageSearch(query)}`, { token }),
 };
+
+/** The query of `GET /api/usage` (docs/api.md, Usage). */
+export interface UsageQuery {
+  readonly from?: string;
+  readonly to?: string;
+  readonly key?: string;
+  readonly cursor?: string;
+  readonly limit?: number;
+}
+
+function usageSearch(query: UsageQuery): string {
+  const params = new URLSearchParams();
+  for (const [name, value] of Object.entries(query))
+    if (value !== undefined && value !== '') params.set(name, String(value));
+  const search = params.toString();
+  return search ? `?${search}` : '';
+}
 
 async function call<T>(
   method: string,

@@ -8,6 +8,7 @@ import type { CompletionBackend } from '../v1/completion-backend.js';
 import { apiKeyRoutes } from './api-key-routes.js';
 import { describeChainHandler } from './chain-route.js';
 import { signInRoutes } from './sign-in-routes.js';
+import { usageHandler } from './usage-route.js';
 import { requireWalletSignIn } from './wallet-sign-in.js';
 
 export interface ApiRouterSettings extends ApiLimitSettings {
@@ -56,6 +57,13 @@ export function apiRouter({
     limits.keyRoutes,
     readJsonBody,
     apiKeyRoutes(keyService),
+  );
+  // The usage history (an extension of the interface, docs/api.md#usage): same token, same per-wallet limit.
+  router.get(
+    '/usage',
+    requireWalletSignIn(keyService, limits.badTokens),
+    limits.keyRoutes,
+    usageHandler(keyService),
   );
 
   router.use(apiRouteNotFound());

@@ -1,5 +1,5 @@
 import { createKeyServiceModule, generateKeyServiceSecrets } from '@svc/key-service';
-import { createLogger, type Logger, type Store } from '@svc/platform';
+import { createLogger, type EventBus, type Logger, type Store } from '@svc/platform';
 import { TEST_SERVICE_TOKEN_SETTINGS } from '@svc/platform/testing';
 import { runTarget } from '@svc/runtime';
 
@@ -27,6 +27,8 @@ export interface KeyServiceOptions {
   readonly env?: Record<string, string>;
   /** The key-service's clock of sign-in checks and tokens (to issue tokens that are already expired). */
   readonly now?: () => Date;
+  /** The event bus it consumes job lifecycle events from; default the runner's own embedded bus. */
+  readonly bus?: EventBus;
 }
 
 /** The database a key-service runs on; `drop` runs after the key-service stopped. */
@@ -55,7 +57,7 @@ export async function runKeyServiceOn(
           METRICS_PORT: '0',
           ...options.env,
         },
-        provided: { store },
+        provided: { store, ...(options.bus ? { bus: options.bus } : {}) },
         logger: silentLogger,
       },
     );

@@ -10,6 +10,7 @@ import type { LimitHits } from '../keys/limit-hits.js';
 import type { SignIn } from '../signin/sign-in.js';
 import type { TokenKeyRing } from '../signin/token-key-ring.js';
 import type { SpendLedger } from '../spend/spend-ledger.js';
+import type { UsageLog } from '../usage/usage-log.js';
 import type { WalletAddress } from '../wallet/wallet-address.js';
 import {
   addressOut,
@@ -21,6 +22,7 @@ import {
   weiIn,
   weiOut,
 } from './proto-values.js';
+import { usageQueryIn, usageResponseOut } from './usage-values.js';
 
 export type KeyServiceMethods = typeof KeyService extends GenService<infer S> ? S : never;
 
@@ -31,6 +33,7 @@ export interface KeyServiceDomain {
   readonly resolver: KeyResolver;
   readonly ledger: SpendLedger;
   readonly limitHits: LimitHits;
+  readonly usage: UsageLog;
 }
 
 /**
@@ -42,7 +45,7 @@ export interface KeyServiceDomain {
  * a token the wallet signed in for.
  */
 export function keyServiceHandlers(domain: KeyServiceDomain): ServiceImpl<KeyServiceMethods> {
-  const { signIn, tokenKeys, apiKeys, resolver, ledger, limitHits } = domain;
+  const { signIn, tokenKeys, apiKeys, resolver, ledger, limitHits, usage } = domain;
 
   /** The wallet a key-management call acts for; `unauthorized` unless the token is valid and current. */
   async function signedInWallet(signInToken: string): Promise<WalletAddress> {
@@ -84,6 +87,11 @@ export function keyServiceHandlers(domain: KeyServiceDomain): ServiceImpl<KeySer
         spendCapWei: weiIn(request.spendCapWei, 'spendCapWei'),
       });
       return { apiKey: apiKeyOut(minted.apiKey), fullKey: minted.fullKey };
+    },
+
+    async listUsage(request) {
+      const wallet = await signedInWallet(request.signInToken);
+      return usageResponseOut(await usage.list(wallet, usageQueryIn(request)));
     },
 
     async listKeys(request) {

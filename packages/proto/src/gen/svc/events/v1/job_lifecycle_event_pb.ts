@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file svc/events/v1/job_lifecycle_event.proto.
  */
 export const file_svc_events_v1_job_lifecycle_event: GenFile = /*@__PURE__*/
-  fileDesc("CidzdmMvZXZlbnRzL3YxL2pvYl9saWZlY3ljbGVfZXZlbnQucHJvdG8SDXN2Yy5ldmVudHMudjEiigQKEUpvYkxpZmVjeWNsZUV2ZW50EhAKCGV2ZW50X2lkGAEgASgJEi8KC29jY3VycmVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCg5yZXNlcnZhdGlvbl9pZBgDIAEoCRItCgRraW5kGAQgASgOMh8uc3ZjLmV2ZW50cy52MS5Kb2JMaWZlY3ljbGVLaW5kEhIKCnJlcXVlc3RfaWQYBSABKAkSMAoMcGF5bWVudF9wYXRoGAYgASgOMhouc3ZjLmV2ZW50cy52MS5QYXltZW50UGF0aBIlCgVwYXllchgHIAEoCzIWLnN2Yy5jb21tb24udjEuQWRkcmVzcxIOCgZrZXlfaWQYCCABKAkSDQoFbW9kZWwYCSABKAkSEgoKc2Vzc2lvbl9pZBgKIAEoCRIOCgZqb2JfaWQYCyABKAkSDwoHYXR0ZW1wdBgMIAEoDRInCgd0eF9oYXNoGA0gASgLMhYuc3ZjLmNvbW1vbi52MS5CeXRlczMyEiYKBndvcmtlchgOIAEoCzIWLnN2Yy5jb21tb24udjEuQWRkcmVzcxIjCgdmZWVfd2VpGA8gASgLMhIuc3ZjLmNvbW1vbi52MS5XZWkSFAoMZmFpbHVyZV9jb2RlGBAgASgJEh4KFnBheW1lbnRfcmVzZXJ2YXRpb25faWQYESABKAkq+gMKEEpvYkxpZmVjeWNsZUtpbmQSIgoeSk9CX0xJRkVDWUNMRV9LSU5EX1VOU1BFQ0lGSUVEEAASIAocSk9CX0xJRkVDWUNMRV9LSU5EX1JFUVVFU1RFRBABEiUKIUpPQl9MSUZFQ1lDTEVfS0lORF9TRVNTSU9OX09QRU5FRBACEiYKIkpPQl9MSUZFQ1lDTEVfS0lORF9TRVNTSU9OX0NMQUlNRUQQAxIgChxKT0JfTElGRUNZQ0xFX0tJTkRfU1VCTUlUVEVEEAQSIQodSk9CX0xJRkVDWUNMRV9LSU5EX1JFQVNTSUdORUQQBRIgChxKT0JfTElGRUNZQ0xFX0tJTkRfQ09NUExFVEVEEAYSHwobSk9CX0xJRkVDWUNMRV9LSU5EX0FOU1dFUkVEEAcSHQoZSk9CX0xJRkVDWUNMRV9LSU5EX0ZBSUxFRBAIEh8KG0pPQl9MSUZFQ1lDTEVfS0lORF9ESVZFUkdFRBAJEh8KG0pPQl9MSUZFQ1lDTEVfS0lORF9SRUZVTkRFRBAKEh8KG0pPQl9MSUZFQ1lDTEVfS0lORF9ESVNQVVRFRBALEh8KG0pPQl9MSUZFQ1lDTEVfS0lORF9SRUxFQVNFRBAMEiYKIkpPQl9MSUZFQ1lDTEVfS0lORF9QQVlNRU5UX1NFVFRMRUQQDSpmCgtQYXltZW50UGF0aBIcChhQQVlNRU5UX1BBVEhfVU5TUEVDSUZJRUQQABIZChVQQVlNRU5UX1BBVEhfREVMRUdBVEUQARIeChpQQVlNRU5UX1BBVEhfUFJFUEFJRF9ERUJJVBACYgZwcm90bzM", [file_google_protobuf_timestamp, file_svc_common_v1_chain]);
+  fileDesc("CidzdmMvZXZlbnRzL3YxL2pvYl9saWZlY3ljbGVfZXZlbnQucHJvdG8SDXN2Yy5ldmVudHMudjEigAUKEUpvYkxpZmVjeWNsZUV2ZW50EhAKCGV2ZW50X2lkGAEgASgJEi8KC29jY3VycmVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCg5yZXNlcnZhdGlvbl9pZBgDIAEoCRItCgRraW5kGAQgASgOMh8uc3ZjLmV2ZW50cy52MS5Kb2JMaWZlY3ljbGVLaW5kEhIKCnJlcXVlc3RfaWQYBSABKAkSMAoMcGF5bWVudF9wYXRoGAYgASgOMhouc3ZjLmV2ZW50cy52MS5QYXltZW50UGF0aBIlCgVwYXllchgHIAEoCzIWLnN2Yy5jb21tb24udjEuQWRkcmVzcxIOCgZrZXlfaWQYCCABKAkSDQoFbW9kZWwYCSABKAkSEgoKc2Vzc2lvbl9pZBgKIAEoCRIOCgZqb2JfaWQYCyABKAkSDwoHYXR0ZW1wdBgMIAEoDRInCgd0eF9oYXNoGA0gASgLMhYuc3ZjLmNvbW1vbi52MS5CeXRlczMyEiYKBndvcmtlchgOIAEoCzIWLnN2Yy5jb21tb24udjEuQWRkcmVzcxIjCgdmZWVfd2VpGA8gASgLMhIuc3ZjLmNvbW1vbi52MS5XZWkSFAoMZmFpbHVyZV9jb2RlGBAgASgJEh4KFnBheW1lbnRfcmVzZXJ2YXRpb25faWQYESABKAkSGAoQZHJvcHBlZF9tZXNzYWdlcxgSIAEoDRIcCg9maXJzdF9vdXRwdXRfbXMYEyABKA1IAIgBARIYCgtkdXJhdGlvbl9tcxgUIAEoDUgBiAEBQhIKEF9maXJzdF9vdXRwdXRfbXNCDgoMX2R1cmF0aW9uX21zKvoDChBKb2JMaWZlY3ljbGVLaW5kEiIKHkpPQl9MSUZFQ1lDTEVfS0lORF9VTlNQRUNJRklFRBAAEiAKHEpPQl9MSUZFQ1lDTEVfS0lORF9SRVFVRVNURUQQARIlCiFKT0JfTElGRUNZQ0xFX0tJTkRfU0VTU0lPTl9PUEVORUQQAhImCiJKT0JfTElGRUNZQ0xFX0tJTkRfU0VTU0lPTl9DTEFJTUVEEAMSIAocSk9CX0xJRkVDWUNMRV9LSU5EX1NVQk1JVFRFRBAEEiEKHUpPQl9MSUZFQ1lDTEVfS0lORF9SRUFTU0lHTkVEEAUSIAocSk9CX0xJRkVDWUNMRV9LSU5EX0NPTVBMRVRFRBAGEh8KG0pPQl9MSUZFQ1lDTEVfS0lORF9BTlNXRVJFRBAHEh0KGUpPQl9MSUZFQ1lDTEVfS0lORF9GQUlMRUQQCBIfChtKT0JfTElGRUNZQ0xFX0tJTkRfRElWRVJHRUQQCRIfChtKT0JfTElGRUNZQ0xFX0tJTkRfUkVGVU5ERUQQChIfChtKT0JfTElGRUNZQ0xFX0tJTkRfRElTUFVURUQQCxIfChtKT0JfTElGRUNZQ0xFX0tJTkRfUkVMRUFTRUQQDBImCiJKT0JfTElGRUNZQ0xFX0tJTkRfUEFZTUVOVF9TRVRUTEVEEA0qZgoLUGF5bWVudFBhdGgSHAoYUEFZTUVOVF9QQVRIX1VOU1BFQ0lGSUVEEAASGQoVUEFZTUVOVF9QQVRIX0RFTEVHQVRFEAESHgoaUEFZTUVOVF9QQVRIX1BSRVBBSURfREVCSVQQAmIGcHJvdG8z", [file_google_protobuf_timestamp, file_svc_common_v1_chain]);
 
 /**
  * Something that happened to a completion call or its on-chain job. Fields that do not apply to the kind
@@ -149,6 +149,31 @@ export type JobLifecycleEvent = Message<"svc.events.v1.JobLifecycleEvent"> & {
    * @generated from field: string payment_reservation_id = 17;
    */
   paymentReservationId: string;
+
+  /**
+   * How many of the oldest messages were left out so the prompt fits one blob (the answer's
+   * `dropped_messages`), on the call's own submitted, answered, failed and diverged; 0 otherwise.
+   *
+   * @generated from field: uint32 dropped_messages = 18;
+   */
+  droppedMessages: number;
+
+  /**
+   * Milliseconds from the orchestrator accepting the call to the first output reaching the caller (the first
+   * delta of a stream, the whole answer otherwise), on the call's own answered, failed and diverged; absent
+   * when nothing reached the caller, on other kinds and on the job keeper's events.
+   *
+   * @generated from field: optional uint32 first_output_ms = 19;
+   */
+  firstOutputMs?: number | undefined;
+
+  /**
+   * Milliseconds from the orchestrator accepting the call to its end, on the call's own answered, failed and
+   * diverged; absent on other kinds and on the job keeper's events.
+   *
+   * @generated from field: optional uint32 duration_ms = 20;
+   */
+  durationMs?: number | undefined;
 };
 
 /**
