@@ -4,6 +4,7 @@ import type {
   MintKeyRequestJson,
   SignInChallengeJson,
   SignInResultJson,
+  UsageListJson,
 } from '@svc/api';
 import { EXIT, CliError, apiError } from './errors.js';
 
@@ -42,6 +43,15 @@ export class ApiClient {
     return this.call('DELETE', `/api/api-keys/${encodeURIComponent(id)}`);
   }
 
+  /** One page of `GET /api/usage` (docs/api.md, Usage); parameters left undefined are not sent. */
+  usage(query: UsageQuery = {}): Promise<UsageListJson> {
+    const params = new URLSearchParams();
+    for (const [name, value] of Object.entries(query))
+      if (value !== undefined) params.set(name, String(value));
+    const search = params.toString();
+    return this.call('GET', `/api/usage${search ? `?${search}` : ''}`);
+  }
+
   private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
     let response: Response;
     try {
@@ -61,6 +71,15 @@ export class ApiClient {
     if (!response.ok) throw apiError(response.status, parsed, response.headers.get('retry-after'));
     return parsed as T;
   }
+}
+
+/** The query of `GET /api/usage`. */
+export interface UsageQuery {
+  readonly from?: string;
+  readonly to?: string;
+  readonly key?: string;
+  readonly cursor?: string;
+  readonly limit?: number;
 }
 
 /** The service could not be reached at all. */

@@ -4,6 +4,7 @@ import { Command, CommanderError, Option } from 'commander';
 import type { ChainOptions } from './commands/funds.js';
 import type { ChatOptions } from './commands/chat.js';
 import type { PayOptions } from './commands/pay.js';
+import type { UsageOptions } from './commands/usage.js';
 import type { CommandContext, GlobalOptions } from './context.js';
 import { EXIT, CliError, type ExitCode } from './errors.js';
 import { Output } from './output.js';
@@ -14,6 +15,7 @@ const keyCommands = () => import('./commands/keys.js');
 const funds = () => import('./commands/funds.js');
 const chatCommands = () => import('./commands/chat.js');
 const payCommand = () => import('./commands/pay.js');
+const usageCommand = () => import('./commands/usage.js');
 
 const EXIT_CODES_HELP = `
 Exit codes:
@@ -43,7 +45,9 @@ export function buildProgram(
 } {
   let exitCode: ExitCode = EXIT.ok;
   const program = new Command('svc')
-    .description('Sign in with a wallet, manage API keys, fund the wallet, chat, and pay per call.')
+    .description(
+      'Sign in with a wallet, manage API keys, fund the wallet, chat, pay per call, and see the usage.',
+    )
     .option('--base-url <url>', 'the service (else SVC_BASE_URL, else .dev/stack.json)')
     .option(
       '--rpc-url <url>',
@@ -143,6 +147,19 @@ export function buildProgram(
     .description('remove a revoked key from the listing')
     .argument('<id>')
     .action(action(async (context, id: string) => (await keyCommands()).deleteKey(context, id)));
+
+  program
+    .command('usage')
+    .description("the wallet's calls, newest first: key, model, outcome, fee, timings, job and transaction")
+    .option('--key <id>', 'only the calls of this key (svc keys list)')
+    .option(
+      '--since <time>',
+      'calls from this time: ISO 8601 with a zone, a date (midnight UTC), or back from now (24h, 7d)',
+    )
+    .option('--until <time>', 'calls before this time, the same forms')
+    .option('--limit <n>', 'calls per page, 1 to 200 (default 50; 200 with --all)')
+    .option('--all', 'every page, not only the newest')
+    .action(action(async (context, options: UsageOptions) => (await usageCommand()).usage(context, options)));
 
   chainOptions(
     program

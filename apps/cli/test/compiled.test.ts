@@ -33,6 +33,9 @@ export async function resolve(specifier, context, next) {
     hooks,
     `import { register } from 'node:module';\nregister(${JSON.stringify(pathToFileURL(hookModule).href)});\n`,
   );
+  // dist current first: a source edited since the last build would make the first run below build it,
+  // loading esbuild, which is not what a command loads.
+  svc(['--help']);
 });
 
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -84,6 +87,23 @@ describe('the compiled svc', () => {
       expect(keys.packages.has(name)).toBe(false);
     const help = svc(['keys', '--help']);
     expect(help.code).toBe(0);
+    for (const name of HEAVY) expect(help.packages.has(name)).toBe(false);
+  });
+
+  it('loads usage in its own module, with ethers and nothing else heavy; its usage errors send nothing', () => {
+    const usage = svc(['usage', '--json', '--since', '7d', '--base-url', 'http://127.0.0.1:9']);
+    expect(usage.code).toBe(3);
+    expect(JSON.parse(usage.stdout)).toEqual({ error: expect.objectContaining({ code: 'unauthorized' }) });
+    expect(usage.urls.some((url) => /\/apps\/cli\/dist\/usage-[^/]+\.js$/.test(url))).toBe(true);
+    expect(usage.packages.has('ethers')).toBe(true);
+    for (const name of ['openai', 'siwe', '@inquirer/prompts', 'ora', 'zod', '@bufbuild/protobuf'])
+      expect(usage.packages.has(name)).toBe(false);
+    const refused = svc(['usage', '--since', 'yesterday', '--base-url', 'http://127.0.0.1:9']);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/^svc: --since "yesterday" is not a time: /);
+    const help = svc(['usage', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('--since <time>');
     for (const name of HEAVY) expect(help.packages.has(name)).toBe(false);
   });
 

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { JsonRpcProvider, Wallet, type HDNodeWallet } from 'ethers';
+import { formatEther, JsonRpcProvider, Wallet, type HDNodeWallet } from 'ethers';
 import OpenAI from 'openai';
 import { connectJobRegistry, JobState } from '@svc/contracts';
 import { paymentResponseOf, paymentSignatureForAnswer, prepaidDebitRequirementsOf } from '@svc/x402';
@@ -376,11 +376,16 @@ describe('the API walked by a user: a wallet, the openai client, per-call paymen
       });
       expect(workers).toContain(service.worker);
       // The figures are the chain's: the job, its session and worker, submitted by tx_hash.
-      const job = await registry.getJob(BigInt(service.job_id));
+      // The answer ends on the worker's signed final; its commitment on chain follows.
+      const settled = [BigInt(JobState.Completed), BigInt(JobState.Released)];
+      const job = await waitUntil(
+        () => registry.getJob(BigInt(service.job_id)),
+        (read) => settled.includes(read.state),
+        { what: `job ${service.job_id} committed`, timeoutMs: 60_000 },
+      );
       expect(job.payer).toBe(payer.address);
       expect(job.sessionId).toBe(BigInt(service.session_id));
       expect(job.worker).toBe(service.worker);
-      expect([BigInt(JobState.Completed), BigInt(JobState.Released)]).toContain(job.state);
       const receipt = await provider.getTransactionReceipt(service.tx_hash);
       expect(receipt?.status).toBe(1);
       expect(receipt?.to).toBe(stackFile.contracts.jobRegistry);
@@ -694,6 +699,25 @@ describe('the API walked by a user: a wallet, the openai client, per-call paymen
 
 // ---------------------------------------------------------------------------------------------------
 
+/** `svc usage --json`: `GET /api/usage` as far as this walk reads it (docs/api.md, Usage). */
+interface UsageList {
+  data: {
+    id: string;
+    time: string;
+    keyId: string | null;
+    payer: string;
+    payment: string;
+    model: string;
+    outcome: string;
+    jobId: string | null;
+    txHash: string | null;
+    feeWei: string | null;
+    totalTimeMs: number | null;
+  }[];
+  nextCursor: string | null;
+  summary: { outcomes: { outcome: string; calls: number }[] } | null;
+}
+
 /** What one run of the `svc` command printed, and its exit code. */
 interface SvcRun {
   code: number;
@@ -705,6 +729,10 @@ describe('the svc command, as the start-up summary tells a newcomer to use it', 
   let configDir: string;
   let provider: JsonRpcProvider;
   let registry: ReturnType<typeof connectJobRegistry>;
+  /** The demo wallet's calls the first walk made, for `svc usage` to list. */
+  let demoCalls:
+    | { keyId: string; keyed: ServiceObject; keyedFee: bigint; paid: ServiceObject; paidFee: bigint }
+    | undefined;
 
   /**
    * Runs the `svc` bin by its path, as the summary's alias does, in its own process with only PATH, HOME,
@@ -787,6 +815,13 @@ describe('the svc command, as the start-up summary tells a newcomer to use it', 
     expect(before - (await registry.prepaidBalanceOf(demo.address))).toBe(
       job.fee + BigInt(answer.payment.amount!),
     );
+    demoCalls = {
+      keyId: /^Key (\S+) \(/m.exec(created.stdout)![1]!,
+      keyed: service,
+      keyedFee: job.fee,
+      paid: answer.service,
+      paidFee: paidJob.fee,
+    };
 
     // Without --yes and no terminal to ask on, nothing is paid.
     const unconfirmed = await svc(['pay', 'Hello'], env);
@@ -801,6 +836,93 @@ describe('the svc command, as the start-up summary tells a newcomer to use it', 
       /^svc: the call costs [0-9]+ wei .*, above --max 1 wei .*: nothing was paid\.\n$/,
     );
     expect(await registry.prepaidBalanceOf(demo.address)).toBe(balance);
+  }, 90_000);
+
+  it('lists those calls with svc usage: a table, --json, --key, --since, --limit and --all', async () => {
+    expect(demoCalls).toBeDefined();
+    const { keyId, keyed, keyedFee, paid, paidFee } = demoCalls!;
+    const env = { SVC_PRIVATE_KEY: stackFile.demoWallet!.privateKey };
+
+    // The usage is written from the calls' lifecycle events: wait until both have ended there, with
+    // their fees (about one `svc usage` a second: `/api` is rate limited per wallet).
+    const usage = await waitUntil(
+      async () => json<UsageList>(await svc(['usage', '--json'], env)),
+      (listed) =>
+        listed.data.filter(
+          (call) => call.outcome === 'answered' && call.totalTimeMs !== null && call.feeWei !== null,
+        ).length >= 2,
+      { what: "the demo wallet's two calls in svc usage", timeoutMs: 30_000, intervalMs: 1_000 },
+    );
+    // Only the two calls that reached the service: the unconfirmed and the declined `pay` sent none.
+    expect(usage.data).toHaveLength(2);
+    expect(usage.nextCursor).toBeNull();
+    const [newest, oldest] = usage.data;
+    expect(oldest).toMatchObject({
+      keyId,
+      payment: 'api_key',
+      payer: stackFile.demoWallet!.address,
+      outcome: 'answered',
+      jobId: keyed.job_id,
+      txHash: keyed.tx_hash,
+      feeWei: keyedFee.toString(),
+    });
+    expect(newest).toMatchObject({
+      keyId: null,
+      payment: 'per_call',
+      payer: stackFile.demoWallet!.address,
+      outcome: 'answered',
+      jobId: paid.job_id,
+      txHash: paid.tx_hash,
+      feeWei: paidFee.toString(),
+    });
+    for (const call of usage.data) expect(call.time).toMatch(ISO_TIME);
+    expect(usage.summary?.outcomes).toEqual([{ outcome: 'answered', calls: 2 }]);
+
+    // The table: a row per call, newest first, and the summary line with what they cost.
+    const table = await svc(['usage'], env);
+    expect(table).toMatchObject({ code: 0, stderr: '' });
+    const lines = table.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^TIME \(UTC\) +KEY +MODEL +OUTCOME +FEE \(ETH\) +FIRST\/TOTAL MS +JOB +TX$/);
+    const cells = (line: string) => line.split(/ {2,}/);
+    const short = (hash: string) => `${hash.slice(0, 8)}…${hash.slice(-4)}`;
+    expect(cells(lines[1]!)).toEqual([
+      expect.stringMatching(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/),
+      'per call',
+      newest!.model,
+      'answered',
+      expect.stringMatching(/^0\.\d+$/),
+      expect.stringMatching(/^\d+\/\d+$/),
+      paid.job_id,
+      short(paid.tx_hash),
+    ]);
+    expect(cells(lines[2]!).slice(1, 4)).toEqual([keyId, oldest!.model, 'answered']);
+    expect(cells(lines[2]!).slice(6)).toEqual([keyed.job_id, short(keyed.tx_hash)]);
+    expect(lines[3]).toBe('');
+    expect(lines[4]).toBe(
+      `2 calls (2 answered), spent ${keyedFee + paidFee} wei (${formatEther(keyedFee + paidFee)} ETH).`,
+    );
+    expect(lines).toHaveLength(5);
+
+    // --key: only that key's call; --since: a relative time and a date.
+    const ofKey = json<UsageList>(await svc(['usage', '--json', '--key', keyId], env));
+    expect(ofKey.data.map((call) => call.jobId)).toEqual([keyed.job_id]);
+    expect(ofKey.summary?.outcomes).toEqual([{ outcome: 'answered', calls: 1 }]);
+    expect(json<UsageList>(await svc(['usage', '--json', '--since', '1h'], env)).data).toHaveLength(2);
+    const later = await svc(['usage', '--since', '2099-01-01'], env);
+    expect(later).toMatchObject({ code: 0, stdout: 'No calls since 2099-01-01.\n' });
+
+    // A page at a time: --limit 1 says more follow, --all follows the cursor.
+    const page = await svc(['usage', '--limit', '1'], env);
+    expect(page.code).toBe(0);
+    expect(page.stdout).toContain('Showing the newest 1 of 2: --all lists every one');
+    const all = json<UsageList>(await svc(['usage', '--json', '--limit', '1', '--all'], env));
+    expect(all.data.map((call) => call.id)).toEqual(usage.data.map((call) => call.id));
+    expect(all.nextCursor).toBeNull();
+
+    // Usage errors are exit 2, before anything is sent.
+    const bad = await svc(['usage', '--since', 'yesterday'], env);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/^svc: --since "yesterday" is not a time: /);
   }, 90_000);
 
   it('walks a new wallet from a 402 to an answer: authorize as the error says, balance, cap, revoke, delete, exit codes', async () => {
@@ -881,6 +1003,31 @@ describe('the svc command, as the start-up summary tells a newcomer to use it', 
     expect(revoked.stderr).toMatch(/^svc: invalid_api_key: /);
     expect((await svc(['keys', 'delete', minted.id], env)).code).toBe(0);
     expect(json<unknown[]>(await svc(['keys', 'list', '--json'], env))).toEqual([]);
+
+    // svc usage still lists the deleted key's calls: the two answered, and the two refused 402
+    // delegate_not_authorized once accepted (the wallet's payability is checked then), with no job and
+    // no fee. The spend cap and the revoked key refused theirs before that: not listed. No other wallet's.
+    const usage = await waitUntil(
+      async () => json<UsageList>(await svc(['usage', '--json', '--key', minted.id], env)),
+      (listed) =>
+        listed.data.filter((call) => call.outcome === 'answered').length >= 2 &&
+        listed.data.every((call) => call.outcome !== 'pending'),
+      { what: "the deleted key's calls in svc usage", timeoutMs: 30_000, intervalMs: 1_000 },
+    );
+    expect(usage.data.map((call) => call.outcome)).toEqual([
+      'answered',
+      'answered',
+      'delegate_not_authorized',
+      'delegate_not_authorized',
+    ]);
+    expect(usage.data.every((call) => call.keyId === minted.id)).toBe(true);
+    expect(usage.data.slice(2)).toEqual([
+      expect.objectContaining({ jobId: null, txHash: null, feeWei: '0' }),
+      expect.objectContaining({ jobId: null, txHash: null, feeWei: '0' }),
+    ]);
+    const everything = json<UsageList>(await svc(['usage', '--json'], env));
+    expect(everything.data.map((call) => call.id)).toEqual(usage.data.map((call) => call.id));
+    expect(everything.data.every((call) => call.payer === wallet.address)).toBe(true);
 
     // deposit() for calls paid per call.
     const deposited = await svc(['deposit', '1000000000000000', '--json'], env);

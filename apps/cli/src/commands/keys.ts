@@ -2,6 +2,7 @@ import type { ApiKeyJson } from '@svc/api';
 import { ApiClient } from '../api-client.js';
 import { formatAmount, parseAmount } from '../amounts.js';
 import type { CommandContext } from '../context.js';
+import { table } from '../table.js';
 
 function api(context: CommandContext): ApiClient {
   return new ApiClient(context.baseUrl, context.signInToken().token);
@@ -85,16 +86,4 @@ export async function deleteKey(context: CommandContext, id: string): Promise<vo
   await api(context).deleteKey(id);
   context.credentials.dropKey(context.baseUrl, id);
   context.output.result({ id, deleted: true }, () => `Key ${id} deleted.`);
-}
-
-function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
-  const widths = header.map((title, column) =>
-    Math.max(title.length, ...rows.map((row) => row[column]!.length)),
-  );
-  const line = (cells: readonly string[]) =>
-    cells
-      .map((cell, column) => cell.padEnd(widths[column]!))
-      .join('  ')
-      .trimEnd();
-  return [line(header), ...rows.map(line)].join('\n');
 }
