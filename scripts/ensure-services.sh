@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Makes sure the PostgreSQL, Redis and Kafka the tests use are up on this machine: starts them when
-# installed but stopped, installs them when missing (PostgreSQL and Redis from Debian's packages, Kafka
-# from Maven Central); and that Debian's Chromium is there for the browser tests. Idempotent; safe to run
-# every time.
+# Makes sure the PostgreSQL, Redis (a server, and a three-primary cluster: scripts/redis-cluster.sh) and
+# Kafka the tests use are up on this machine: starts them when installed but stopped, installs them when
+# missing (PostgreSQL and Redis from Debian's packages, Kafka from Maven Central); and that Debian's
+# Chromium is there for the browser tests. Idempotent; safe to run every time.
 set -euo pipefail
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
@@ -37,6 +37,8 @@ fi
 psql -h 127.0.0.1 -U postgres -d postgres -Atqc "select 1 from pg_database where datname='test'" | grep -q 1 ||
   psql -h 127.0.0.1 -U postgres -d postgres -qc 'create database test'
 
+# redis-cli (Debian's redis-tools) checks the server and joins the cluster nodes.
+command -v redis-cli >/dev/null || apt_install redis-tools
 if ! redis_up; then
   if ! command -v redis-server >/dev/null; then
     echo "installing Redis"
@@ -48,6 +50,10 @@ if ! redis_up; then
   wait_for redis_up Redis
 fi
 echo "PostgreSQL and Redis are up"
+
+# The store contract suite also runs against a three-primary Redis Cluster on 127.0.0.1:7001-7003, started
+# from the same redis-server; redis-cli joins the nodes.
+bash "$script_dir/redis-cluster.sh"
 
 # The web console's tests drive Debian's Chromium with playwright-core (no browser download works here).
 if [ ! -x /usr/bin/chromium ]; then

@@ -66,6 +66,27 @@ describe('loadConfig', () => {
     expect(loadConfig(peppered, { PEPPER: 'p'.repeat(32) }).PEPPER).toBe('p'.repeat(32));
   });
 
+  it('takes a Redis URL naming one server or a cluster, and says what a bad one lacks', () => {
+    const redis = { REDIS_URL: env.redisUrl({ doc: 'Redis', secret: true }) };
+    for (const url of [
+      'redis://127.0.0.1:6379',
+      'rediss://user:pw@redis.example:6380/2',
+      'redis+cluster://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003',
+      'rediss+cluster://user:pw@a.example:6379,b.example:6379',
+    ])
+      expect(loadConfig(redis, { REDIS_URL: url }).REDIS_URL).toBe(url);
+    expect(loadConfig(redis, {}).REDIS_URL).toBeUndefined();
+    expect(() => loadConfig(redis, { REDIS_URL: 'http://x' })).toThrow(
+      'REDIS_URL must be a redis://, rediss://, redis+cluster:// or rediss+cluster:// URL',
+    );
+    expect(() => loadConfig(redis, { REDIS_URL: 'redis+cluster://:hunter2@h:7001/3' })).toThrow(
+      'REDIS_URL must be redis+cluster://',
+    );
+    expect(() => loadConfig(redis, { REDIS_URL: 'redis+cluster://:hunter2@h:7001/3' })).not.toThrow(
+      'hunter2',
+    );
+  });
+
   it('parses durations', () => {
     expect(parseDurationMs('250ms')).toBe(250);
     expect(parseDurationMs('5m')).toBe(300_000);

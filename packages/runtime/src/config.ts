@@ -47,9 +47,8 @@ export const runtimeConfigShape = {
     protocols: ['postgres', 'postgresql'],
     secret: true,
   }),
-  REDIS_URL: env.url({
-    doc: 'Redis shared by every replica (limits, nonces, revocation markers, presence, frame streams); unset uses an in-memory store in the process.',
-    protocols: ['redis', 'rediss'],
+  REDIS_URL: env.redisUrl({
+    doc: 'Redis shared by every replica (limits, nonces, revocation markers, presence, frame streams); unset uses an in-memory store in the process. One server: `redis://[user:password@]host:port[/db]` (`rediss://` for TLS). A Redis Cluster: `redis+cluster://[user:password@]host:port,host:port,…` (`rediss+cluster://` for TLS), naming any of its nodes (the client finds the rest; no database number).',
     secret: true,
   }),
   STORE_NAMESPACE: env.string({

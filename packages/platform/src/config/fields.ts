@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { checkRedisUrl } from '../store/redis/redis-url.js';
 
 /** One environment variable: how to parse it, its default, and its line in the configuration reference. */
 export interface ConfigField<T> {
@@ -112,6 +113,23 @@ export const env = {
         return raw;
       },
       { default: o.default, optional: !o.required, secret: o.secret },
+    ),
+  /**
+   * A Redis URL: `redis://` or `rediss://` for one server, `redis+cluster://host:port,host:port` (or
+   * `rediss+cluster://`) for a Redis Cluster; optional, since an unset URL selects the embedded store.
+   */
+  redisUrl: (o: { doc: string; secret?: boolean }) =>
+    field<string | undefined>(
+      o.doc,
+      (raw) => {
+        try {
+          checkRedisUrl(raw);
+        } catch (error) {
+          throw new InvalidValue((error as Error).message);
+        }
+        return raw;
+      },
+      { optional: true, secret: o.secret },
     ),
   durationMs: (o: { doc: string; default?: string }) =>
     field<number>(o.doc, parseDurationMs, {

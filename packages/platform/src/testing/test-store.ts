@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
-import { RedisStore } from '../store/index.js';
+import { deleteKeysUnder, openRedisClient, RedisStore } from '../store/index.js';
 
 /** The Redis the test suites share: `REDIS_URL`, or the standard local port. */
 export const TEST_REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -13,16 +12,14 @@ export interface TestStore {
   cleanup(): Promise<void>;
 }
 
-/** Deletes every key under `namespace` (SCAN, so a large namespace does not block the server). */
+/**
+ * Deletes every key under `namespace` (SCAN, so a large namespace does not block the server; on every
+ * primary when `url` names a cluster).
+ */
 export async function deleteRedisNamespace(namespace: string, url = TEST_REDIS_URL): Promise<void> {
-  const redis = new Redis(url);
+  const redis = openRedisClient(url);
   try {
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${namespace}:*`, 'COUNT', 500);
-      if (keys.length > 0) await redis.del(...keys);
-      cursor = next;
-    } while (cursor !== '0');
+    await deleteKeysUnder(redis, namespace);
   } finally {
     redis.disconnect();
   }

@@ -1,7 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Redis } from 'ioredis';
-import { RedisStore, StoreCommandError, StoreUnavailableError, type Store } from '../../src/store/index.js';
+import {
+  deleteKeysUnder,
+  RedisStore,
+  StoreCommandError,
+  StoreUnavailableError,
+  type Store,
+} from '../../src/store/index.js';
 import { describeStoreContract } from './store-contract.js';
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -9,12 +15,7 @@ const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const NAMESPACE = `svc-test:store:${randomUUID()}`;
 
 async function deleteNamespace(redis: Redis, namespace: string): Promise<void> {
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${namespace}:*`, 'COUNT', 500);
-    if (keys.length > 0) await redis.unlink(...keys);
-    cursor = next;
-  } while (cursor !== '0');
+  await deleteKeysUnder(redis, namespace);
 }
 
 describeStoreContract('RedisStore', async () => {
@@ -138,9 +139,30 @@ describe('RedisStore on a real Redis', () => {
     expect(dedupTtl).toBeLessThanOrEqual(60_000);
   });
 
-  it('keeps revocation markers without expiry', async () => {
+  it('keeps revocation markers without expiry, per id and in the set earlier releases read', async () => {
     await store.revocations.mark('key-permanent');
+    expect(await admin.pttl(`${NAMESPACE}:own:revoked:{key-permanent}`)).toBe(-1);
+    expect(await admin.sismember(`${NAMESPACE}:own:revoked`, 'key-permanent')).toBe(1);
     expect(await admin.pttl(`${NAMESPACE}:own:revoked`)).toBe(-1);
+  });
+
+  it('honours a revocation an earlier release wrote only in its set (a rolling upgrade)', async () => {
+    const id = `key-${randomUUID()}`;
+    await admin.sadd(`${NAMESPACE}:own:revoked`, id);
+    expect(await store.revocations.isMarked(id)).toBe(true);
+    expect(await store.revocations.markedAmong([id, `${id}-other`])).toEqual(new Set([id]));
+    const windows = {
+      ifClear: { key: `clear-${id}`, limit: 5, windowMs: 60_000 },
+      ifMarked: { key: `marked-${id}`, limit: 5, windowMs: 60_000 },
+    };
+    expect(await store.revocations.hitByMarker(id, windows)).toMatchObject({
+      marked: true,
+      verdict: { limit: 5, remaining: 4 },
+    });
+  });
+
+  it('refuses a namespace with a hash tag in it', () => {
+    expect(() => new RedisStore({ redis: admin, namespace: 'svc-{test}' })).toThrow(RangeError);
   });
 
   it('sends the commands of one turn of the event loop in one write, in order, each answered as its own', async () => {

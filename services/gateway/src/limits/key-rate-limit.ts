@@ -17,10 +17,11 @@ const REFUSAL = 'Too many calls with this API key';
 
 /**
  * The key's rate window, for the store operation that reads the key's revocation marker and counts the call
- * here in one round trip when the key is not revoked (see authenticateApiKey).
+ * here in one round trip when the key is not revoked (see authenticateApiKey). The key id is its hash tag,
+ * the tag of the key's revocation marker, so on a Redis Cluster both are in one slot and that stays one script.
  */
 export function keyRateWindow(keyRate: KeyRateLimit, keyId: string): RateWindowHit {
-  return { key: rateWindowKey('v1:key', keyId), limit: keyRate.limit, windowMs: keyRate.windowMs };
+  return { key: rateWindowKey('v1:key', `{${keyId}}`), limit: keyRate.limit, windowMs: keyRate.windowMs };
 }
 
 /**

@@ -1,4 +1,3 @@
-import type { Redis } from 'ioredis';
 import type { Frame, FrameAppendResult, FrameCursor, FrameReadOptions, FrameStreams } from '../store.js';
 import {
   requireFrameCursor,
@@ -9,6 +8,7 @@ import {
 import type { BlockingConnectionPool } from './blocking-connections.js';
 import type { RedisKeyspace } from './keys.js';
 import { integerAt, stringAt, type LuaScript, type RedisCommandRunner } from './redis-client.js';
+import type { RedisClient } from './redis-connection.js';
 
 const DEFAULT_READ_COUNT = 100;
 
@@ -99,7 +99,7 @@ export class RedisFrameStreams implements FrameStreams {
 }
 
 async function readStream(
-  client: Redis,
+  client: RedisClient,
   key: string,
   cursor: string,
   count: number,

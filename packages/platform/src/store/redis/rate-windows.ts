@@ -26,7 +26,8 @@ local function rate_window_hit(key, limit, window, member)
 end
 `;
 
-const HIT: LuaScript = {
+/** One hit on one window (`rateWindows.hit`, and the second step of a cluster's `hitByMarker`). */
+export const RATE_WINDOW_HIT: LuaScript = {
   name: 'svcStoreRateWindowHit',
   keys: 1,
   lua: `${LUA_NOW_MS}${LUA_RATE_WINDOW_HIT}
@@ -57,7 +58,7 @@ export class RedisRateWindows implements RateWindows {
     requirePositiveInteger('windowMs', windowMs);
     const reply = await this.redis.script(
       'rateWindows.hit',
-      HIT,
+      RATE_WINDOW_HIT,
       [this.keys.rateWindow(key)],
       [limit, windowMs, randomUUID()],
     );

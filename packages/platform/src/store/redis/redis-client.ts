@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { StoreClosedError, StoreCommandError, StoreError, StoreUnavailableError } from '../errors.js';
+import { serverConnections, type RedisClient } from './redis-connection.js';
 
 type ScriptArgument = string | number | Buffer;
 type ScriptFunction = (...args: ScriptArgument[]) => Promise<unknown>;
@@ -28,18 +29,18 @@ export interface RedisCommandRunnerOptions {
 }
 
 /**
- * The store's view of one ioredis client: runs commands and scripts, and turns every driver failure into a
- * typed StoreError naming the operation. Scripts are defined lazily with `defineCommand`, which sends
- * EVALSHA and falls back to EVAL after a server restart or SCRIPT FLUSH.
+ * The store's view of one ioredis client, of a server or a cluster: runs commands and scripts, and turns
+ * every driver failure into a typed StoreError naming the operation. Scripts are defined lazily with
+ * `defineCommand`, which sends EVALSHA and falls back to EVAL after a server restart or SCRIPT FLUSH.
  */
 export class RedisCommandRunner {
   #closed = false;
   readonly #coalesceWrites: boolean;
-  /** The connection whose writes are held until the end of this turn of the event loop, if any. */
-  #held: Redis['stream'] | undefined;
+  /** Whether writes are held until the end of this turn of the event loop. */
+  #holding = false;
 
   constructor(
-    readonly client: Redis,
+    readonly client: RedisClient,
     options: RedisCommandRunnerOptions = {},
   ) {
     this.#coalesceWrites = options.coalesceWrites ?? false;
@@ -53,7 +54,7 @@ export class RedisCommandRunner {
     this.#closed = true;
   }
 
-  async command<T>(operation: string, run: (client: Redis) => Promise<T>): Promise<T> {
+  async command<T>(operation: string, run: (client: RedisClient) => Promise<T>): Promise<T> {
     if (this.#closed) throw new StoreClosedError(operation);
     if (this.#coalesceWrites) this.#holdWrites();
     try {
@@ -78,17 +79,21 @@ export class RedisCommandRunner {
    * `writev`, and the server reads them in one go. ioredis still writes, queues and answers each command
    * as usual, in the order issued (EVALSHA and its fallback included); nothing waits for a reply to be
    * sent, only for the turn to end. Only a connection that is up is corked: ioredis queues commands itself
-   * while it is not.
+   * while it is not. On a cluster, the connection of every primary is held (a command's node is known only
+   * once ioredis routes it), so each node gets the turn's commands in one write.
    */
   #holdWrites(): void {
-    if (this.#held !== undefined) return;
-    const connection = this.client.stream as Redis['stream'] | undefined;
-    if (this.client.status !== 'ready' || connection === undefined || !connection.writable) return;
-    connection.cork();
-    this.#held = connection;
+    if (this.#holding || this.client.status !== 'ready') return;
+    const held = serverConnections(this.client)
+      .filter((server) => server.status === 'ready')
+      .map((server) => server.stream as Redis['stream'] | undefined)
+      .filter((connection) => connection !== undefined && connection.writable) as Array<Redis['stream']>;
+    if (held.length === 0) return;
+    for (const connection of held) connection.cork();
+    this.#holding = true;
     setImmediate(() => {
-      this.#held = undefined;
-      connection.uncork();
+      this.#holding = false;
+      for (const connection of held) connection.uncork();
     });
   }
 
@@ -102,7 +107,7 @@ export class RedisCommandRunner {
   }
 }
 
-function scriptFunction(client: Redis, script: LuaScript): ScriptFunction {
+function scriptFunction(client: RedisClient, script: LuaScript): ScriptFunction {
   // defineCommand adds a method named after the script; ioredis cannot type methods added at run time.
   const methods = client as unknown as Record<string, ScriptFunction | undefined>;
   if (methods[script.name] === undefined) {

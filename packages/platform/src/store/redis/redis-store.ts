@@ -1,4 +1,3 @@
-import { Redis } from 'ioredis';
 import type {
   ConcurrencyLeases,
   Counters,
@@ -28,16 +27,22 @@ import { RedisRateWindows } from './rate-windows.js';
 import { RedisRevocationMarkers } from './revocations.js';
 import { RedisTallies } from './tallies.js';
 import { RedisCommandRunner } from './redis-client.js';
+import { openRedisClient, type RedisClient } from './redis-connection.js';
 
 const DEFAULT_MAX_BLOCKING_READERS = 32;
 
 export interface RedisStoreOptions {
   /**
-   * An ioredis client with the default (RESP2) reply mapping, which the store uses but never closes, or
-   * a `redis://` / `rediss://` URL, for which the store opens and closes its own client.
+   * An ioredis client (a `Redis` or a `Cluster`) with the default (RESP2) reply mapping, which the store
+   * uses but never closes, or a URL, for which the store opens and closes its own client: `redis://` /
+   * `rediss://` for one server, `redis+cluster://host:port,host:port` / `rediss+cluster://…` for a Redis
+   * Cluster (any of its nodes; the client finds the rest).
    */
-  readonly redis: Redis | string;
-  /** Prefix of every key the store writes (`<namespace>:…`), so services and test runs can share a server. */
+  readonly redis: RedisClient | string;
+  /**
+   * Prefix of every key the store writes (`<namespace>:…`), so services and test runs can share a server.
+   * No `{` or `}`: a hash tag there would put every key in one cluster slot.
+   */
   readonly namespace: string;
   /** Most connections held by blocking frame reads at once; more readers queue for one. Default 32. */
   readonly maxBlockingReaders?: number;
@@ -55,7 +60,10 @@ export interface RedisStoreOptions {
   readonly coalesceWrites?: boolean;
 }
 
-/** The store over Redis (6.2 or later): every check is one command or one Lua script on server time. */
+/**
+ * The store over Redis (6.2 or later), one server or a Redis Cluster: every check is one command or one Lua
+ * script on server time, and each one's keys share a hash slot.
+ */
 export class RedisStore implements Store {
   readonly rateWindows: RateWindows;
   readonly concurrency: ConcurrencyLeases;
@@ -79,9 +87,10 @@ export class RedisStore implements Store {
     const maxBlockingReaders = options.maxBlockingReaders ?? DEFAULT_MAX_BLOCKING_READERS;
     requirePositiveInteger('maxBlockingReaders', maxBlockingReaders);
     const onConnectionError = options.onConnectionError ?? (() => undefined);
+    this.keyspace = new RedisKeyspace(options.namespace);
 
     this.#ownsClient = typeof options.redis === 'string';
-    const client = typeof options.redis === 'string' ? new Redis(options.redis) : options.redis;
+    const client = typeof options.redis === 'string' ? openRedisClient(options.redis) : options.redis;
     // Without a listener ioredis reports every reconnect attempt on stderr; failed commands still reject.
     if (this.#ownsClient) client.on('error', onConnectionError);
 
@@ -89,7 +98,6 @@ export class RedisStore implements Store {
       coalesceWrites: options.coalesceWrites ?? this.#ownsClient,
     });
     this.#blockingConnections = new BlockingConnectionPool(client, maxBlockingReaders, onConnectionError);
-    this.keyspace = new RedisKeyspace(options.namespace);
     this.rateWindows = new RedisRateWindows(this.#redis, this.keyspace);
     this.concurrency = new RedisConcurrencyLeases(this.#redis, this.keyspace);
     this.locks = new RedisExclusiveLocks(this.#redis, this.keyspace);
@@ -100,7 +108,7 @@ export class RedisStore implements Store {
     this.queues = new RedisQueues(this.#redis, this.keyspace);
     this.presence = new RedisPresence(this.#redis, this.keyspace);
     this.nonces = new RedisNonceAllocator(this.#redis, this.keyspace);
-    this.revocations = new RedisRevocationMarkers(this.#redis, this.keyspace);
+    this.revocations = new RedisRevocationMarkers(this.#redis, this.keyspace, client.isCluster);
   }
 
   async ping(): Promise<void> {

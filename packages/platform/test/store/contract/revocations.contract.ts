@@ -96,6 +96,30 @@ export function revocationsContract(use: UseFixture): void {
         expect(outcomes.every((outcome) => !outcome.marked)).toBe(true);
       });
 
+      it("counts in a clear window that shares the id as hash tag (the gateway's layout) as in any other", async () => {
+        const { replicas } = use();
+        const [first, second] = replicas;
+        const id = uniqueKey('key');
+        const ifClear = { key: `v1:key:{${id}}`, limit: 5, windowMs: 60_000 };
+        const ifMarked = { key: uniqueKey('marked'), limit: 3, windowMs: 30_000 };
+        const outcomes = await concurrently(replicas, 20, (store) =>
+          store.revocations.hitByMarker(id, { ifClear, ifMarked }),
+        );
+        expect(outcomes.filter(({ verdict }) => verdict.allowed)).toHaveLength(5);
+        expect(outcomes.every((outcome) => !outcome.marked)).toBe(true);
+        expect((await first.rateWindows.hit(ifClear.key, 6, 60_000)).remaining).toBe(0);
+
+        await second.revocations.mark(id);
+        const marked = await concurrently(replicas, 10, (store) =>
+          store.revocations.hitByMarker(id, { ifClear, ifMarked }),
+        );
+        expect(marked.every((outcome) => outcome.marked)).toBe(true);
+        expect(marked.filter(({ verdict }) => verdict.allowed)).toHaveLength(3);
+        expect(marked.every(({ verdict }) => verdict.limit === 3)).toBe(true);
+        // The clear window saw nothing after the mark: still the 5 hits and the one above.
+        expect((await first.rateWindows.hit(ifClear.key, 7, 60_000)).remaining).toBe(0);
+      });
+
       it('rejects an empty id or key and a limit or window that is not a positive integer', async () => {
         const [store] = use().replicas;
         const good = windows();
