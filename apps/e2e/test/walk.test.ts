@@ -40,6 +40,8 @@ beforeAll(async () => {
     STATE_DIR: stateDir,
     DEVNET_PORT: '0',
     // DEVNET_FILE unset: the description goes beside the rest of the state, <STATE_DIR>/devnet.json.
+    // DEVNET_BLOCK_TIME=2 walks it on a chain with 2 s blocks instead of automine (issue 28).
+    ...(process.env.DEVNET_BLOCK_TIME ? { DEVNET_BLOCK_TIME: process.env.DEVNET_BLOCK_TIME } : {}),
   });
   stackFilePath = join(stateDir, 'stack.json');
   stackFile = JSON.parse(readFileSync(stackFilePath, 'utf8')) as StackFile;

@@ -74,7 +74,12 @@ try {
     const session = await openActiveSession(user, service, worker);
     const submitted = await measure(
       'submitJobFor',
-      withBlob(service, 'submitJobFor', [user.address, session, MODEL.feeWei]),
+      withBlob(service, 'submitJobFor', [
+        user.address,
+        session,
+        await jobs(service).nextJobId(session),
+        MODEL.feeWei,
+      ]),
     );
     const jobId = idFrom(submitted, 'JobSubmitted', 'jobId');
     await measure('completeJob', jobs(worker).completeJob(jobId, keccak256(randomBytes(64))));
@@ -82,7 +87,12 @@ try {
     // A failure retried in a new session.
     const failing = await measure(
       'submitJobFor',
-      withBlob(service, 'submitJobFor', [user.address, session, MODEL.feeWei]),
+      withBlob(service, 'submitJobFor', [
+        user.address,
+        session,
+        await jobs(service).nextJobId(session),
+        MODEL.feeWei,
+      ]),
     );
     const failingId = idFrom(failing, 'JobSubmitted', 'jobId');
     await measure('failJob', jobs(worker).failJob(failingId));
@@ -107,7 +117,12 @@ try {
     );
     const debited = await measure(
       'submitJobWithDebit',
-      withBlob(service, 'submitJobWithDebit', [serviceSession, auth, signature]),
+      withBlob(service, 'submitJobWithDebit', [
+        serviceSession,
+        await jobs(service).nextJobId(serviceSession),
+        auth,
+        signature,
+      ]),
     );
     const debitJobId = idFrom(debited, 'JobSubmitted', 'jobId');
     await measure('failJob', jobs(worker).failJob(debitJobId));

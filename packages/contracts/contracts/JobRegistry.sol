@@ -60,39 +60,43 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
         revert UnknownSelector(msg.sig);
     }
 
-    /// @notice Submits a job of `payer` in its Active session, sent by the payer or its authorized
-    /// delegate; the transaction's only blob is the prompt.
-    function submitJobFor(address payer, uint256 sessionId, uint256 maxFee)
+    /// @notice Submits job `jobId` (the session's `nextJobId`) of `payer` in its Active session, sent by
+    /// the payer or its authorized delegate; the transaction's only blob is the prompt.
+    function submitJobFor(address payer, uint256 sessionId, uint256 jobId, uint256 maxFee)
         external
         whenNotPaused
-        returns (uint256 jobId)
+        returns (uint256)
     {
         bytes32 promptBlobHash = BlobRule.singleBlobHash();
         SessionRecord storage session = _sessionTakingJobs(sessionId);
         if (session.owner != payer) revert SessionOwnerMismatch(sessionId, session.owner, payer);
         address caller = principalOf(msg.sender);
-        _requireOwnerOrDelegate(payer, caller);
+        if (!_maySubmitFor(payer, caller)) revert NotOwnerOrDelegate(payer, caller);
         uint128 fee = _requireModelEnabled(session.modelId);
         if (fee > maxFee) revert FeeAboveMax(fee, maxFee);
         address delegate = caller == payer ? address(0) : caller;
-        jobId = _submit(payer, delegate, sessionId, session, fee, promptBlobHash);
+        _submit(payer, delegate, sessionId, jobId, session, fee, promptBlobHash);
+        return jobId;
     }
 
     /// @notice x402 `prepaid-debit` settlement: debits the job fee from the authorization's payer
-    /// and submits the job in the facilitator's session in the same transaction.
-    function submitJobWithDebit(uint256 sessionId, DebitAuthorization calldata auth, bytes calldata signature)
-        external
-        whenNotPaused
-        returns (uint256 jobId)
-    {
+    /// and submits job `jobId` (the session's `nextJobId`) in the facilitator's session in the same
+    /// transaction.
+    function submitJobWithDebit(
+        uint256 sessionId,
+        uint256 jobId,
+        DebitAuthorization calldata auth,
+        bytes calldata signature
+    ) external whenNotPaused returns (uint256) {
         bytes32 promptBlobHash = BlobRule.singleBlobHash();
         SessionRecord storage session = _sessionTakingJobs(sessionId);
         _verifyDebit(auth, signature, session.owner);
         uint128 fee = _requireModelEnabled(session.modelId);
         if (fee > auth.maxAmount) revert FeeAboveMax(fee, auth.maxAmount);
         _usedNonces[auth.payer][auth.nonce] = true;
-        jobId = _submit(auth.payer, address(0), sessionId, session, fee, promptBlobHash);
+        _submit(auth.payer, address(0), sessionId, jobId, session, fee, promptBlobHash);
         emit DebitSettled(auth.payer, auth.nonce, fee, jobId);
+        return jobId;
     }
 
     /// @notice Proves the worker signed (EIP-712 `FinalAnswer`) a final answer for the job's current

@@ -6,7 +6,7 @@ import { reentrantAccountAbi } from './gen/index.js';
 import { useChain } from './support/chain.js';
 import { deployReentrantAccount } from './support/reentrant.js';
 import { expectRevert } from './support/revert.js';
-import { DEPLOY_CONFIG, eventOf, eventsOf, mined } from './support/scenario.js';
+import { DEPLOY_CONFIG, SPEND_CUT_DELAY, eventOf, eventsOf, mined, withdrawNow } from './support/scenario.js';
 
 const reentrantAccountInterface = new Interface(reentrantAccountAbi);
 
@@ -34,7 +34,7 @@ describe('principals and operators', () => {
     expect(await chain().jobs('stranger').prepaidBalanceOf(address.service)).toBe(1_000n);
     expect(await chain().jobs('stranger').prepaidBalanceOf(address.operator)).toBe(0n);
     const before = await chain().provider.getBalance(address.service);
-    await mined(chain().jobs('operator').withdrawBalance(400n));
+    await withdrawNow(chain(), 'operator', 400n);
     expect(await chain().provider.getBalance(address.service)).toBe(before + 400n);
 
     const removed = await mined(chain().jobs('service').setOperator(address.operator, false));
@@ -164,10 +164,43 @@ describe('prepaid balances and delegates', () => {
     await expectRevert(jobs.setDelegateAllowance(address.user, 1n), 'InvalidDelegate');
   });
 
+  it('a withdrawal is requested, leaves prepaidBalanceOf at once and is paid out only after SPEND_CUT_DELAY', async () => {
+    const { address, clock } = chain();
+    const jobs = chain().jobs('user');
+    expect(await jobs.SPEND_CUT_DELAY()).toBe(BigInt(SPEND_CUT_DELAY));
+    await mined(jobs.deposit({ value: 1_000n }));
+    const requested = await mined(jobs.requestWithdrawal(300n));
+    const availableAt = BigInt((await clock.now()) + SPEND_CUT_DELAY);
+    expect(eventOf(requested, 'WithdrawalRequested').toObject()).toEqual({
+      user: address.user,
+      amount: 300n,
+      availableAt,
+    });
+    // Asking again adds up and starts the delay again; more than the balance is refused.
+    await mined(jobs.requestWithdrawal(100n));
+    await expectRevert(jobs.requestWithdrawal(601n), 'InsufficientBalance', { required: 1_001n });
+    const [amount, again] = await jobs.withdrawalRequestOf(address.user);
+    expect(amount).toBe(400n);
+    expect(again).toBeGreaterThan(availableAt);
+    expect(await jobs.prepaidBalanceOf(address.user)).toBe(600n);
+    await expectRevert(jobs.withdrawBalance(400n), 'WithdrawalNotAvailable', {
+      user: address.user,
+      requested: 400n,
+      availableAt: again,
+    });
+    await clock.advance(SPEND_CUT_DELAY);
+    await expectRevert(jobs.withdrawBalance(401n), 'WithdrawalNotAvailable');
+    await mined(jobs.withdrawBalance(150n));
+    expect(await jobs.withdrawalRequestOf(address.user)).toEqual([250n, again]);
+    expect(await jobs.prepaidBalanceOf(address.user)).toBe(600n);
+  });
+
   it('withdrawBalance pays out with Withdrew; more than the balance or zero is refused', async () => {
     const { address, provider } = chain();
     const jobs = chain().jobs('user');
     await mined(jobs.deposit({ value: parseEther('1') }));
+    await mined(jobs.requestWithdrawal(parseEther('1')));
+    await chain().clock.advance(SPEND_CUT_DELAY);
     const before = await provider.getBalance(address.user);
     const receipt = await mined(jobs.withdrawBalance(parseEther('0.4')));
     expect(eventOf(receipt, 'Withdrew').toObject()).toEqual({
@@ -177,10 +210,9 @@ describe('prepaid balances and delegates', () => {
     });
     const gas = receipt.gasUsed * receipt.gasPrice;
     expect(await provider.getBalance(address.user)).toBe(before + parseEther('0.4') - gas);
-    await expectRevert(jobs.withdrawBalance(parseEther('0.7')), 'InsufficientBalance', {
+    await expectRevert(jobs.withdrawBalance(parseEther('0.7')), 'WithdrawalNotAvailable', {
       user: address.user,
-      required: parseEther('0.7'),
-      available: parseEther('0.6'),
+      requested: parseEther('0.6'),
     });
     await expectRevert(jobs.withdrawBalance(0n), 'ZeroAmount');
   });
@@ -192,6 +224,10 @@ describe('prepaid balances and delegates', () => {
     await mined(
       account.execute(registry, 500n, jobRegistryInterface.encodeFunctionData('deposit'), { value: 500n }),
     );
+    await mined(
+      account.execute(registry, 0n, jobRegistryInterface.encodeFunctionData('requestWithdrawal', [200n])),
+    );
+    await chain().clock.advance(SPEND_CUT_DELAY);
     await mined(account.setRefusesPayments(true));
     const failure = await account
       .execute(registry, 0n, jobRegistryInterface.encodeFunctionData('withdrawBalance', [200n]))
@@ -208,8 +244,13 @@ describe('prepaid balances and delegates', () => {
     expect(
       await chain()
         .jobs('stranger')
+        .withdrawalRequestOf(await account.getAddress()),
+    ).toEqual([200n, expect.any(BigInt)]);
+    expect(
+      await chain()
+        .jobs('stranger')
         .prepaidBalanceOf(await account.getAddress()),
-    ).toBe(500n);
+    ).toBe(300n);
   });
 
   it('a withdrawal cannot be re-entered, not even into another withdrawal', async () => {
@@ -222,6 +263,10 @@ describe('prepaid balances and delegates', () => {
         value: 1_000n,
       }),
     );
+    await mined(
+      account.execute(registry, 0n, jobRegistryInterface.encodeFunctionData('requestWithdrawal', [1_000n])),
+    );
+    await chain().clock.advance(SPEND_CUT_DELAY);
 
     for (const reentry of [
       jobRegistryInterface.encodeFunctionData('withdrawBalance', [400n]),
@@ -236,6 +281,6 @@ describe('prepaid balances and delegates', () => {
     }
     // Two withdrawals of 300 went through; the nested attempts took nothing.
     expect(await account.received()).toBe(600n);
-    expect(await chain().jobs('stranger').prepaidBalanceOf(accountAddress)).toBe(400n);
+    expect((await chain().jobs('stranger').withdrawalRequestOf(accountAddress))[0]).toBe(400n);
   });
 });

@@ -233,6 +233,7 @@ describe('job settlement', () => {
     const toFail = await submitted();
     const toTimeOut = await submitted();
     const released = await completed();
+    await mined(chain().jobs('user').requestWithdrawal(1n));
     await mined(chain().jobs('owner').pause());
     await mined(chain().jobs('worker').completeJob(toComplete.jobId, RESPONSE));
     await mined(chain().jobs('worker').failJob(toFail.jobId));

@@ -15,7 +15,9 @@ import {
   openActiveSession,
   openSession,
   registerWorker,
+  SPEND_CUT_DELAY,
   submitJob,
+  withdrawNow,
 } from './support/scenario.js';
 
 const FEE = MODEL.feeWei;
@@ -34,7 +36,7 @@ describe('submitJobFor', () => {
     const timestamp = (await provider.getBlock(receipt.blockNumber))!.timestamp;
     expect(versionedHashes).toHaveLength(1);
     expect(eventOf(receipt, 'JobSubmitted').toObject()).toEqual({
-      jobId: 1n,
+      jobId: (sessionId << 32n) | 1n,
       sessionId,
       payer: address.user,
       worker: address.worker,
@@ -57,6 +59,30 @@ describe('submitJobFor', () => {
     // Escrow stays inside the contract: its ether does not move.
     expect(await provider.getBalance(deployment.jobRegistryAddress)).toBe(heldBefore);
     expect((await chain().jobs('stranger').getSession(sessionId)).lastActivityAt).toBe(BigInt(timestamp));
+  });
+
+  it("names each job by its session and the session's sequence, known before the submission is mined (docs/protocol.md test vectors)", async () => {
+    const { address } = chain();
+    const first = await openActiveSession(chain());
+    const second = await openActiveSession(chain());
+    const jobs = chain().jobs('stranger');
+    expect(await jobs.nextJobId(first)).toBe((first << 32n) | 1n);
+    expect((await submitJob(chain(), first)).jobId).toBe((first << 32n) | 1n);
+    expect((await submitJob(chain(), second)).jobId).toBe((second << 32n) | 1n);
+    expect(await jobs.nextJobId(first)).toBe((first << 32n) | 2n);
+    expect((await submitJob(chain(), first)).jobId).toBe((first << 32n) | 2n);
+    // The protocol's vector: session 5, third job.
+    expect((5n << 32n) | 3n).toBe(0x500000003n);
+    // A submission naming an id another submission took (or one ahead) reverts and charges nothing.
+    const balance = await jobs.prepaidBalanceOf(address.user);
+    for (const stale of [(first << 32n) | 2n, (first << 32n) | 4n, (second << 32n) | 3n]) {
+      await expectRevert(
+        callWithBlobs(chain(), 'user', 'submitJobFor', [address.user, first, stale, FEE]),
+        'UnexpectedJobId',
+        { sessionId: first, expected: (first << 32n) | 3n, given: stale },
+      );
+    }
+    expect(await jobs.prepaidBalanceOf(address.user)).toBe(balance);
   });
 
   it('reverts without exactly one blob and charges nothing', async () => {
@@ -116,22 +142,75 @@ describe('submitJobFor', () => {
         .jobs('user')
         .setDelegateAllowance(address.service, FEE - 1n),
     );
+    // A cut binds the delegate once SPEND_CUT_DELAY has passed (the next case: what it spends before).
+    await chain().clock.advance(SPEND_CUT_DELAY);
     await expectRevert(submitJob(chain(), sessionId, { by: 'service' }), 'InsufficientAllowance', {
       user: address.user,
       delegate: address.service,
       required: FEE,
       available: FEE - 1n,
     });
-    await mined(
-      chain()
-        .jobs('user')
-        .withdrawBalance(DEPOSIT - FEE + 1n),
-    );
+    await withdrawNow(chain(), 'user', DEPOSIT - FEE + 1n);
     await expectRevert(submitJob(chain(), sessionId), 'InsufficientBalance', {
       user: address.user,
       required: FEE,
       available: FEE - 1n,
     });
+  });
+
+  it('a withdrawal request, an allowance cut or a revocation does not make a submission signed before it fail (docs/protocol.md, Spending cuts)', async () => {
+    const { address } = chain();
+    const jobs = chain().jobs('stranger');
+    const sessionId = await openActiveSession(chain(), { by: 'service' });
+    // The wallet asks for everything back and cuts the service off, in one block before the submission.
+    await mined(chain().jobs('user').requestWithdrawal(DEPOSIT));
+    await mined(chain().jobs('user').setDelegateAllowance(address.service, 0n));
+    // New work sees the cut at once: nothing to count on, no allowance.
+    expect(await jobs.prepaidBalanceOf(address.user)).toBe(0n);
+    expect(await jobs.delegateAllowance(address.user, address.service)).toBe(0n);
+    expect((await jobs.delegateGrace(address.user, address.service))[0]).toBe(DEPOSIT);
+    // The submission the service had already signed still lands, and is paid.
+    const { jobId } = await submitJob(chain(), sessionId, { by: 'service' });
+    expect((await jobs.getJob(jobId)).allowanceEpoch).toBe(2n ** 32n - 1n);
+    expect((await jobs.delegateGrace(address.user, address.service))[0]).toBe(DEPOSIT - FEE);
+    // Revoked too: still within the grace, another lands; then the wallet is paid what is left.
+    await mined(chain().jobs('user').setDelegateAuthorization(address.service, false));
+    const [, until] = await jobs.delegateGrace(address.user, address.service);
+    await submitJob(chain(), sessionId, { by: 'service' });
+    await expectRevert(
+      chain()
+        .jobs('user')
+        .withdrawBalance(DEPOSIT - 2n * FEE),
+      'WithdrawalNotAvailable',
+    );
+    await chain().clock.advance(Number(until) - (await chain().clock.now()) + 1);
+    await expectRevert(submitJob(chain(), sessionId, { by: 'service' }), 'NotOwnerOrDelegate', {
+      owner: address.user,
+      caller: address.service,
+    });
+    await expectRevert(chain().jobs('user').withdrawBalance(DEPOSIT), 'InsufficientBalance', {
+      available: DEPOSIT - 2n * FEE,
+    });
+    await mined(
+      chain()
+        .jobs('user')
+        .withdrawBalance(DEPOSIT - 2n * FEE),
+    );
+    expect(await jobs.delegateGrace(address.user, address.service)).toEqual([0n, until]);
+  });
+
+  it('a grace spends no more than the allowance before the cut', async () => {
+    const { address } = chain();
+    const jobs = chain().jobs('stranger');
+    const sessionId = await openActiveSession(chain(), { by: 'service' });
+    await mined(chain().jobs('user').setDelegateAllowance(address.service, FEE));
+    await chain().clock.advance(SPEND_CUT_DELAY);
+    // Lowered to 0, then raised again within the grace: the two together cover one fee, not two.
+    await mined(chain().jobs('user').setDelegateAllowance(address.service, 0n));
+    await mined(chain().jobs('user').setDelegateAllowance(address.service, FEE));
+    await submitJob(chain(), sessionId, { by: 'service' });
+    expect(await jobs.delegateGrace(address.user, address.service)).toEqual([0n, expect.any(BigInt)]);
+    await expectRevert(submitJob(chain(), sessionId, { by: 'service' }), 'InsufficientAllowance');
   });
 
   it('only the payer or its authorized delegate submits', async () => {
@@ -142,6 +221,8 @@ describe('submitJobFor', () => {
       caller: address.stranger,
     });
     await mined(chain().jobs('user').setDelegateAuthorization(address.service, false));
+    // A revoked delegate's grace (the case above) ends SPEND_CUT_DELAY after the revocation.
+    await chain().clock.advance(SPEND_CUT_DELAY);
     await expectRevert(submitJob(chain(), sessionId, { by: 'service' }), 'NotOwnerOrDelegate', {
       caller: address.service,
     });

@@ -18,6 +18,7 @@ import {
   openActiveSession,
   randomNonce,
   registerWorker,
+  withdrawNow,
 } from './support/scenario.js';
 import { toCompact, toHighS } from './support/signatures.js';
 
@@ -69,7 +70,7 @@ describe('submitJobWithDebit (x402 prepaid-debit)', () => {
     const { receipt, versionedHashes } = await settle('service', sessionId, auth, await sign(auth));
     const submitted = eventOf(receipt, 'JobSubmitted');
     expect(submitted.toObject()).toEqual({
-      jobId: 1n,
+      jobId: (sessionId << 32n) | 1n,
       sessionId,
       payer: address.user,
       worker: address.worker,
@@ -80,11 +81,13 @@ describe('submitJobWithDebit (x402 prepaid-debit)', () => {
       payer: address.user,
       nonce: auth.nonce,
       amount: FEE,
-      jobId: 1n,
+      jobId: (sessionId << 32n) | 1n,
     });
     expect(await balanceOf('user')).toBe(DEPOSIT - FEE);
     expect(await chain().jobs('stranger').isNonceUsed(address.user, auth.nonce)).toBe(true);
-    const job = await chain().jobs('stranger').getJob(1n);
+    const job = await chain()
+      .jobs('stranger')
+      .getJob((sessionId << 32n) | 1n);
     expect(job.payer).toBe(address.user);
     expect(job.state).toBe(BigInt(JobState.Submitted));
   });
@@ -224,11 +227,7 @@ describe('submitJobWithDebit (x402 prepaid-debit)', () => {
       fee: FEE,
       maxFee: FEE - 1n,
     });
-    await mined(
-      chain()
-        .jobs('user')
-        .withdrawBalance(DEPOSIT - FEE + 1n),
-    );
+    await withdrawNow(chain(), 'user', DEPOSIT - FEE + 1n);
     const auth = await authorization();
     await expectRevert(settle('service', sessionId, auth, await sign(auth)), 'InsufficientBalance', {
       user: address.user,

@@ -9,7 +9,6 @@ import {Job, JobState} from "./Types.sol";
 /// Refunded; Completed → Refunded (proven dispute). The fee sits in escrow from submission until it
 /// is released to the worker or refunded to the payer.
 abstract contract JobBook is SessionBook {
-    uint256 private _lastJobId;
     mapping(uint256 jobId => Job job) internal _jobs;
     mapping(address worker => uint256 amount) private _earnings;
     uint256 private _protocolFees;
@@ -154,19 +153,21 @@ abstract contract JobBook is SessionBook {
         return _protocolFees;
     }
 
-    /// @dev Moves `fee` from `payer`'s balance into escrow and records the job in `sessionId`. When a
-    /// delegate sends it, the fee also comes out of the delegate's allowance.
+    /// @dev Moves `fee` from `payer`'s balance into escrow and records the job in `sessionId` under the
+    /// id the submission named (the session's next, see `nextJobId`). When a delegate sends it, the fee
+    /// also comes out of the delegate's allowance.
     function _submit(
         address payer,
         address delegate,
         uint256 sessionId,
+        uint256 jobId,
         SessionRecord storage session,
         uint128 fee,
         bytes32 promptBlobHash
-    ) internal returns (uint256 jobId) {
+    ) internal {
         _debit(payer, fee);
         uint32 epoch = delegate == address(0) ? 0 : _spendAllowance(payer, delegate, fee);
-        jobId = ++_lastJobId;
+        _takeJobId(sessionId, session, jobId);
         address worker = session.worker;
         Job storage job = _jobs[jobId];
         job.payer = payer;

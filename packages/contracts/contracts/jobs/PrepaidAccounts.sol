@@ -8,19 +8,39 @@ import {OperatorDirectory} from "./OperatorDirectory.sol";
 abstract contract PrepaidAccounts is OperatorDirectory, ReentrancyGuard {
     /// @dev `epoch` changes whenever the wallet sets the allowance or revokes the delegate, so a
     /// refund of a fee paid under an older grant never re-opens an allowance the wallet since changed.
+    /// `graceAllowance` is what a cut (a lower allowance, a revocation) left the delegate until
+    /// `graceUntil`: submissions it signed before the cut still land within the unconfirmed-work window.
     struct DelegateGrant {
         uint256 allowance;
         uint32 epoch;
         bool authorized;
+        uint64 graceUntil;
+        uint256 graceAllowance;
     }
+
+    /// @dev A withdrawal the wallet asked for: paid out from `availableAt` on.
+    struct WithdrawalRequest {
+        uint192 amount;
+        uint64 availableAt;
+    }
+
+    /// @notice How long a withdrawal request, a lower allowance or a revocation takes to bind a delegate's
+    /// submissions (docs/protocol.md, Spending cuts): longer than the window in which a worker does work
+    /// on a submission not yet mined, so a wallet cannot take back in the same block what a service
+    /// checked before it signed a submission and handed it to the worker.
+    uint64 public constant SPEND_CUT_DELAY = 10 minutes;
+    /// @dev Marks a fee taken from a cut's grace: its refund restores no allowance.
+    uint32 private constant GRACE_EPOCH = type(uint32).max;
 
     mapping(address user => uint256 balance) private _balances;
     mapping(address user => mapping(address delegate => DelegateGrant grant)) private _grants;
+    mapping(address user => WithdrawalRequest request) private _withdrawals;
 
     event Deposited(address indexed user, uint256 amount, uint256 newBalance);
     event Withdrew(address indexed user, uint256 amount, uint256 newBalance);
     event DelegateAuthorizationSet(address indexed user, address indexed delegate, bool authorized);
     event DelegateAllowanceSet(address indexed user, address indexed delegate, uint256 allowance);
+    event WithdrawalRequested(address indexed user, uint256 amount, uint256 availableAt);
 
     error ZeroAmount();
     error InvalidDelegate(address delegate);
@@ -28,6 +48,7 @@ abstract contract PrepaidAccounts is OperatorDirectory, ReentrancyGuard {
     error InsufficientAllowance(address user, address delegate, uint256 required, uint256 available);
     error NotOwnerOrDelegate(address owner, address caller);
     error TransferFailed(address to, uint256 amount);
+    error WithdrawalNotAvailable(address user, uint256 requested, uint256 availableAt);
 
     function deposit() external payable {
         if (msg.value == 0) revert ZeroAmount();
@@ -50,11 +71,33 @@ abstract contract PrepaidAccounts is OperatorDirectory, ReentrancyGuard {
         emit DelegateAllowanceSet(user, delegate, allowance);
     }
 
+    /// @notice Asks to withdraw `amount` more of the balance (added to what is already asked, and the
+    /// delay starts again). From now on `prepaidBalanceOf` leaves it out, so no service starts new work on
+    /// it; submissions already signed may still spend it until it is paid out by `withdrawBalance`.
+    function requestWithdrawal(uint256 amount) external {
+        if (amount == 0) revert ZeroAmount();
+        address user = principalOf(msg.sender);
+        WithdrawalRequest storage request = _withdrawals[user];
+        uint256 total = request.amount + amount;
+        uint256 balance = _balances[user];
+        if (total > balance) revert InsufficientBalance(user, total, balance);
+        uint256 availableAt = block.timestamp + SPEND_CUT_DELAY;
+        request.amount = uint192(total);
+        request.availableAt = uint64(availableAt);
+        emit WithdrawalRequested(user, total, availableAt);
+    }
+
+    /// @notice Pays out `amount` of a withdrawal requested at least `SPEND_CUT_DELAY` ago.
     function withdrawBalance(uint256 amount) external nonReentrant {
         if (amount == 0) revert ZeroAmount();
         address user = principalOf(msg.sender);
+        WithdrawalRequest storage request = _withdrawals[user];
+        if (amount > request.amount || block.timestamp < request.availableAt) {
+            revert WithdrawalNotAvailable(user, request.amount, request.availableAt);
+        }
         uint256 balance = _balances[user];
         if (amount > balance) revert InsufficientBalance(user, amount, balance);
+        request.amount -= uint192(amount);
         uint256 newBalance = balance - amount;
         _balances[user] = newBalance;
         emit Withdrew(user, amount, newBalance);
@@ -69,6 +112,7 @@ abstract contract PrepaidAccounts is OperatorDirectory, ReentrancyGuard {
         grant.authorized = authorized;
         emit DelegateAuthorizationSet(user, delegate, authorized);
         if (!authorized) {
+            _startGrace(grant, 0);
             grant.allowance = 0;
             ++grant.epoch;
             emit DelegateAllowanceSet(user, delegate, 0);
@@ -80,13 +124,34 @@ abstract contract PrepaidAccounts is OperatorDirectory, ReentrancyGuard {
         address user = principalOf(msg.sender);
         _requireValidDelegate(user, delegate);
         DelegateGrant storage grant = _grants[user][delegate];
+        _startGrace(grant, allowance);
         grant.allowance = allowance;
         ++grant.epoch;
         emit DelegateAllowanceSet(user, delegate, allowance);
     }
 
+    /// @notice The balance new work may count on: what is held, less what the wallet asked to withdraw.
     function prepaidBalanceOf(address user) external view returns (uint256) {
-        return _balances[user];
+        uint256 balance = _balances[user];
+        uint256 requested = _withdrawals[user].amount;
+        return requested >= balance ? 0 : balance - requested;
+    }
+
+    /// @notice The wallet's withdrawal request: its amount and when it can be paid out.
+    function withdrawalRequestOf(address user) external view returns (uint256 amount, uint256 availableAt) {
+        WithdrawalRequest storage request = _withdrawals[user];
+        return (request.amount, request.availableAt);
+    }
+
+    /// @notice What a cut left `delegate` for submissions it signed before it, and until when.
+    function delegateGrace(address user, address delegate)
+        external
+        view
+        returns (uint256 allowance, uint256 until)
+    {
+        DelegateGrant storage grant = _grants[user][delegate];
+        if (block.timestamp >= grant.graceUntil) return (0, grant.graceUntil);
+        return (grant.graceAllowance, grant.graceUntil);
     }
 
     function isDelegateAuthorized(address user, address delegate) public view returns (bool) {
@@ -117,13 +182,41 @@ abstract contract PrepaidAccounts is OperatorDirectory, ReentrancyGuard {
         _balances[user] += amount;
     }
 
-    /// @return epoch the allowance epoch the fee was taken under.
+    /// @return epoch the allowance epoch the fee was taken under (none when a cut's grace paid it).
+    /// @dev During a cut's grace the delegate spends up to the larger of its allowance and the grace; a
+    /// spend takes from both, so together they never pay out more than the allowance before the cut.
     function _spendAllowance(address user, address delegate, uint256 amount) internal returns (uint32 epoch) {
         DelegateGrant storage grant = _grants[user][delegate];
         uint256 allowance = grant.allowance;
-        if (amount > allowance) revert InsufficientAllowance(user, delegate, amount, allowance);
-        grant.allowance = allowance - amount;
-        return grant.epoch;
+        uint256 grace = block.timestamp < grant.graceUntil ? grant.graceAllowance : 0;
+        if (amount <= allowance) {
+            grant.allowance = allowance - amount;
+            if (grace != 0) grant.graceAllowance = grace > amount ? grace - amount : 0;
+            return grant.epoch;
+        }
+        if (amount > grace) {
+            revert InsufficientAllowance(user, delegate, amount, allowance > grace ? allowance : grace);
+        }
+        grant.allowance = 0;
+        grant.graceAllowance = grace - amount;
+        return GRACE_EPOCH;
+    }
+
+    /// @dev A cut to `next`: what the delegate could spend before it stays spendable for `SPEND_CUT_DELAY`.
+    function _startGrace(DelegateGrant storage grant, uint256 next) private {
+        uint256 current = grant.allowance;
+        if (block.timestamp < grant.graceUntil && grant.graceAllowance > current) current = grant.graceAllowance;
+        if (next >= current) return;
+        grant.graceAllowance = current;
+        grant.graceUntil = uint64(block.timestamp + SPEND_CUT_DELAY);
+    }
+
+    /// @dev Whether `principal` may submit a job paid by `owner`: the owner, its delegate, or a delegate
+    /// revoked less than `SPEND_CUT_DELAY` ago with grace left (its earlier submissions still land).
+    function _maySubmitFor(address owner, address principal) internal view returns (bool) {
+        if (_isOwnerOrDelegate(owner, principal)) return true;
+        DelegateGrant storage grant = _grants[owner][principal];
+        return block.timestamp < grant.graceUntil && grant.graceAllowance != 0;
     }
 
     /// @dev Gives a refunded fee back to the allowance only while the wallet has not changed it since.

@@ -15,6 +15,8 @@ abstract contract SessionBook is PrepaidAccounts, RegistryConfig {
     struct SessionRecord {
         address owner;
         uint64 claimDeadline;
+        /// @dev Jobs submitted in the session so far: the sequence its job ids are made of.
+        uint32 jobCount;
         address worker;
         uint64 lastActivityAt;
         SessionState state;
@@ -43,6 +45,7 @@ abstract contract SessionBook is PrepaidAccounts, RegistryConfig {
     error ClaimWindowClosed(uint256 sessionId, uint64 claimDeadline);
     error InvalidSessionPublicKey(uint256 length, bytes1 prefix);
     error SessionNotClosable(uint256 sessionId, address caller);
+    error UnexpectedJobId(uint256 sessionId, uint256 expected, uint256 given);
 
     /// @notice Opens a session of `owner` for `modelId`, naming `worker`, who must claim it within
     /// the claim window.
@@ -102,6 +105,14 @@ abstract contract SessionBook is PrepaidAccounts, RegistryConfig {
         emit SessionClosed(sessionId);
     }
 
+    /// @notice The id the next job submitted in `sessionId` gets: `sessionId << 32 | sequence`, the
+    /// sequence counting that session's jobs from 1. Known before the submission is mined, so the service
+    /// names the job from the first byte and the worker signs its answer before inclusion
+    /// (docs/protocol.md, Job ids); a submission names it and reverts if another took it first.
+    function nextJobId(uint256 sessionId) public view returns (uint256) {
+        return _jobIdOf(sessionId, _sessions[sessionId].jobCount + 1);
+    }
+
     function getSession(uint256 sessionId) external view returns (Session memory) {
         // lastActivityAt is first set by the claim, so it tells whether a key was published.
         SessionRecord storage record = _sessions[sessionId];
@@ -125,6 +136,18 @@ abstract contract SessionBook is PrepaidAccounts, RegistryConfig {
         session = _sessions[sessionId];
         if (session.state != SessionState.Active) revert SessionStateInvalid(sessionId, session.state);
         _requireActiveWorker(session.worker);
+    }
+
+    /// @dev Takes the session's next sequence number for a submission that names `jobId`.
+    function _takeJobId(uint256 sessionId, SessionRecord storage session, uint256 jobId) internal {
+        uint32 sequence = session.jobCount + 1;
+        uint256 expected = _jobIdOf(sessionId, sequence);
+        if (jobId != expected) revert UnexpectedJobId(sessionId, expected, jobId);
+        session.jobCount = sequence;
+    }
+
+    function _jobIdOf(uint256 sessionId, uint256 sequence) private pure returns (uint256) {
+        return (sessionId << 32) | sequence;
     }
 
     function _requireActiveWorker(address worker) internal view {

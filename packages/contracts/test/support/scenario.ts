@@ -66,7 +66,11 @@ export function plain(struct: object): Record<string, unknown> {
   return (struct as Result).toObject();
 }
 
-/** Calls JobRegistry `method` as `actor` with `blobCount` blobs attached (the prompt rule). */
+/**
+ * Calls JobRegistry `method` as `actor` with `blobCount` blobs attached (the prompt rule). A submission
+ * given without its job id (`submitJobFor(payer, sessionId, maxFee)`, `submitJobWithDebit(sessionId,
+ * auth, signature)`) names the session's `nextJobId`, read now.
+ */
 export async function callWithBlobs(
   chain: Chain,
   actor: Actor,
@@ -74,6 +78,11 @@ export async function callWithBlobs(
   args: readonly unknown[],
   blobCount = 1,
 ) {
+  if (method !== 'reassignJob' && args.length === 3) {
+    const at = method === 'submitJobFor' ? 1 : 0;
+    const jobId = await chain.jobs('stranger').nextJobId(args[at] as bigint);
+    args = [...args.slice(0, at + 1), jobId, ...args.slice(at + 1)];
+  }
   const data = jobRegistryInterface.encodeFunctionData(method, args);
   const response = await sendWithBlobs(
     chain.signers[actor],
@@ -131,6 +140,16 @@ export async function submitJob(
   );
   const submitted = eventOf(receipt, 'JobSubmitted');
   return { jobId: submitted.jobId as bigint, receipt, versionedHashes };
+}
+
+/** How long a withdrawal request or an allowance cut takes to bind (JobRegistry.SPEND_CUT_DELAY). */
+export const SPEND_CUT_DELAY = 600;
+
+/** Requests a withdrawal, waits out the delay and pays it out; returns the payout's receipt. */
+export async function withdrawNow(chain: Chain, actor: Actor, amount: bigint) {
+  await mined(chain.jobs(actor).requestWithdrawal(amount));
+  await chain.clock.advance(SPEND_CUT_DELAY);
+  return mined(chain.jobs(actor).withdrawBalance(amount));
 }
 
 /** The user funds its balance and lets the service spend it. */

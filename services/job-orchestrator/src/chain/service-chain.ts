@@ -90,9 +90,12 @@ export class ServiceChain {
     promptWire: Uint8Array,
   ): Promise<{ jobId: bigint; fee: bigint; tx: ServiceTransaction }> {
     const blob = blobSidecarOf(promptWire);
+    // The job's id is the session's next (docs/protocol.md, Job ids): named in the transaction, so it is
+    // known before inclusion, and a submission another one overtook in the session reverts.
+    const jobId = await this.reads.jobRegistry.nextJobId(sessionId);
     let tx: ServiceTransaction;
     try {
-      tx = await this.#send('submitJobFor', [payer, sessionId, maxFee], [blob]);
+      tx = await this.#send('submitJobFor', [payer, sessionId, jobId, maxFee], [blob]);
     } catch (error) {
       const nothingLanded =
         error instanceof ContractRevertError ||

@@ -1,6 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fromBinary } from '@bufbuild/protobuf';
-import { AnswerFrameKind, JobState, decryptAnswerFrame, responseHashOf, type Job } from '@svc/chain';
+import {
+  AnswerFrameKind,
+  JobState,
+  decryptAnswerFrame,
+  recoverFinalAnswerSigner,
+  responseHashOf,
+  type Job,
+} from '@svc/chain';
+import { hexlify } from 'ethers';
 import type { FrameCursor, FrameStreams, Logger } from '@svc/platform';
 import {
   ConnectRequestSchema,
@@ -16,6 +24,17 @@ export interface AttemptToRelay {
   readonly replyKey: Uint8Array;
   /** Keys the attempt's prompt may have been sealed with instead (a resent payment's job: an earlier call's). */
   readonly otherReplyKeys?: readonly Uint8Array[];
+  /**
+   * Set to end the attempt on the worker's signed final (docs/protocol.md, Ending on the signed final):
+   * a final whose EIP-712 signature recovers to `worker` for this job, attempt and session, and that
+   * decrypts, ends `follow` at once as `signed`, without waiting for `completeJob` to be mined.
+   */
+  readonly signedBy?: {
+    readonly worker: string;
+    readonly sessionId: bigint;
+    readonly chainId: bigint;
+    readonly jobRegistry: string;
+  };
 }
 
 /** How an attempt ended. */
@@ -29,6 +48,11 @@ export type AttemptOutcome =
    * nothing to deliver or dispute (the job is refunded as undelivered).
    */
   | { readonly kind: 'undelivered'; readonly reason: string; readonly job: Job }
+  /**
+   * The worker's signed final arrived (only when `signedBy` was given): its text, before any commitment.
+   * Whether the chain's commitment is that final is for a second `follow` to say.
+   */
+  | { readonly kind: 'signed'; readonly text: string; readonly final: FinalAnswer }
   /** The worker failed the job, it missed its deadline, or it moved on without this relay. */
   | { readonly kind: 'failed'; readonly reason: string; readonly job: Job };
 
@@ -107,6 +131,8 @@ export class AnswerRelay {
           }
         } else if (request.case === 'finalAnswer') {
           final = request.value;
+          const signed = attempt.signedBy ? this.#signedText(attempt, final, open) : undefined;
+          if (signed !== undefined) return { kind: 'signed', text: signed, final };
         } else {
           workerError = request.value.reason;
         }
@@ -155,6 +181,39 @@ export class AnswerRelay {
           return { kind: 'failed', reason: `the job is in state ${job.state}`, job };
       }
       if (final && !batch.length) await sleep(Math.min(pollIntervalMs, 50));
+    }
+  }
+
+  /**
+   * The text of a final the session's worker signed for this attempt, or undefined when the signature
+   * is not its own or the final does not decrypt: then the commitment on chain decides, as before.
+   */
+  #signedText(
+    attempt: AttemptToRelay,
+    final: FinalAnswer,
+    open: (kind: AnswerFrameKind, sealed: Uint8Array, seq: number) => string,
+  ): string | undefined {
+    const signedBy = attempt.signedBy!;
+    try {
+      const signer = recoverFinalAnswerSigner(
+        {
+          chainId: signedBy.chainId,
+          jobRegistry: signedBy.jobRegistry,
+          jobId: attempt.jobId,
+          attempt: attempt.attempt,
+          sessionId: signedBy.sessionId,
+        },
+        final.sealedAnswer,
+        hexlify(final.workerSignature),
+      );
+      if (signer.toLowerCase() !== signedBy.worker.toLowerCase()) return undefined;
+      return open(AnswerFrameKind.Final, final.sealedAnswer, final.seq);
+    } catch (error) {
+      this.options.logger.warn(
+        { err: error, jobId: attempt.jobId.toString() },
+        'signed final not usable before its commitment',
+      );
+      return undefined;
     }
   }
 }

@@ -18,6 +18,10 @@ export class CallStream {
   /** When the call was accepted, and how long its first output took (for the usage record). */
   readonly #acceptedAt = Date.now();
   #firstOutputMs: number | undefined;
+  /** When the caller got its answer or error, if a delivery recorded its end. */
+  #endedAt: number | undefined;
+  /** The end event a fast-path delivery keeps back until the commitment is checked. */
+  #deferred: { kind: JobLifecycleKind; step: LifecycleStep } | undefined;
 
   constructor(
     private readonly emit: (event: CompletionEvent) => void,
@@ -41,6 +45,11 @@ export class CallStream {
     this.emit({ case: 'delta', text });
   }
 
+  /** Whether `deliver(text, …)` would answer the caller (the text extends what was sent), not diverge. */
+  extendsSent(text: string): boolean {
+    return text.startsWith(this.#sentText);
+  }
+
   retrying(jobId: bigint, failedAttempt: number): void {
     this.emit({ case: 'retrying', jobId, failedAttempt, reasonCode: 'job_failed' });
   }
@@ -50,12 +59,23 @@ export class CallStream {
    * extend the sent text (false). DIVERGED does not give the spend hold back: the job is Completed on
    * chain, so the hold stays until the job is refunded (REFUNDED) or paid out (ANSWERED at release).
    */
-  deliver(text: string, service: ServiceDescription, fee: bigint, attempt: number): boolean {
+  deliver(
+    text: string,
+    service: ServiceDescription,
+    fee: bigint,
+    attempt: number,
+    deferRecord = false,
+  ): boolean {
     const { jobId, sessionId, worker, droppedMessages } = service;
+    const record = (kind: JobLifecycleKind, step: LifecycleStep): void => {
+      this.#endedAt = Date.now();
+      if (deferRecord) this.#deferred = { kind, step };
+      else this.recordAfterEnd(kind, step);
+    };
     if (!text.startsWith(this.#sentText)) {
       const error = new AppError('stream_diverged');
       this.emit({ case: 'failed', error, jobSubmitted: true });
-      this.recordAfterEnd(JobLifecycleKind.DIVERGED, {
+      record(JobLifecycleKind.DIVERGED, {
         jobId,
         attempt,
         failureCode: error.code,
@@ -68,7 +88,7 @@ export class CallStream {
     this.#start(service, fee);
     if (this.options.stream && tail.length > 0) this.emit({ case: 'delta', text: tail });
     this.emit({ case: 'completed', text, service, charged: fee });
-    this.recordAfterEnd(JobLifecycleKind.ANSWERED, {
+    record(JobLifecycleKind.ANSWERED, {
       jobId,
       attempt,
       feeWei: fee,
@@ -77,6 +97,24 @@ export class CallStream {
       droppedMessages,
     });
     return true;
+  }
+
+  /**
+   * Records the event a `deliver(…, deferRecord)` kept back: on the fast path the answer goes out on the
+   * worker's signed final, and ANSWERED (which counts the fee as spent) or DIVERGED only once the chain
+   * holds the matching commitment. Returns false when nothing was kept back.
+   */
+  recordDeferred(): boolean {
+    const deferred = this.#deferred;
+    if (!deferred) return false;
+    this.#deferred = undefined;
+    this.recordAfterEnd(deferred.kind, deferred.step);
+    return true;
+  }
+
+  /** Drops the event a deferred delivery kept back: the commitment turned out otherwise (disputed, never made). */
+  dropDeferred(): void {
+    this.#deferred = undefined;
   }
 
   /**
@@ -115,7 +153,7 @@ export class CallStream {
       .publish(identity, kind, {
         ...step,
         ...(this.#firstOutputMs === undefined ? {} : { firstOutputMs: this.#firstOutputMs }),
-        durationMs: Date.now() - this.#acceptedAt,
+        durationMs: (this.#endedAt ?? Date.now()) - this.#acceptedAt,
       })
       .catch((error: unknown) =>
         logger.error(

@@ -84,7 +84,11 @@ export class CompletionRunner {
       else if (event.case === 'completed') observed.ended('answered');
       else if (event.case === 'failed')
         observed.ended(event.jobSubmitted ? 'failed' : 'refused', event.error.code);
-      if (!events.isEnded) events.push(event);
+      if (events.isEnded) return;
+      events.push(event);
+      // The caller's stream ends with its answer or error: what the run does after (checking the
+      // commitment of an answer delivered on the worker's signed final) is not the caller's to wait for.
+      if (event.case === 'completed' || event.case === 'failed') events.end();
     };
     const run = new CompletionRun(this.options, call, signal, emit);
     const execution = run.execute().finally(() => {

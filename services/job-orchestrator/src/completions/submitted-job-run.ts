@@ -5,7 +5,7 @@ import { JobLifecycleKind, type LifecyclePublisher } from '../events/lifecycle-e
 import type { TrackedJobs } from '../keeper/tracked-jobs.js';
 import type { LinkedWorkers } from '../link/worker-link-server.js';
 import type { SessionLease } from '../sessions/session-pool.js';
-import type { AnswerRelay, AttemptOutcome } from './answer-relay.js';
+import type { AnswerRelay, AttemptOutcome, AttemptToRelay } from './answer-relay.js';
 import type { CallStream } from './call-stream.js';
 import type { ServiceDescription } from './completion-call.js';
 import type { PaymentPath, SubmittedJob } from './payment-paths/payment-path.js';
@@ -28,8 +28,16 @@ export interface Reassignment {
 export interface SubmittedJobRunOptions {
   readonly chain: Pick<
     ServiceChain,
-    'reads' | 'timeoutJob' | 'reassignJob' | 'disputeMismatch' | 'refundJob' | 'refundUndelivered'
+    | 'reads'
+    | 'jobRegistry'
+    | 'timeoutJob'
+    | 'reassignJob'
+    | 'disputeMismatch'
+    | 'refundJob'
+    | 'refundUndelivered'
   >;
+  /** With `chain.jobRegistry`, the EIP-712 domain a worker's signed final is checked in. */
+  readonly chainId: bigint;
   readonly jobs: Pick<TrackedJobs, 'track' | 'holdRun' | 'forget' | 'markUndelivered'>;
   readonly lifecycle: Pick<LifecyclePublisher, 'publish'>;
   readonly relay: Pick<AnswerRelay, 'follow' | 'retire'>;
@@ -96,10 +104,28 @@ export class SubmittedJobRun {
       for (;;) {
         this.#hintJob(service, attempt, attemptTx);
         const otherReplyKeys = attempt === 1 ? submitted.otherReplyKeys : undefined;
+        const toRelay = {
+          jobId,
+          attempt,
+          replyKey: prompt.replyKey,
+          ...(otherReplyKeys ? { otherReplyKeys } : {}),
+        };
         const outcome = await relay.follow(
-          { jobId, attempt, replyKey: prompt.replyKey, ...(otherReplyKeys ? { otherReplyKeys } : {}) },
+          {
+            ...toRelay,
+            signedBy: {
+              worker: service.worker,
+              sessionId: service.sessionId,
+              chainId: this.options.chainId,
+              jobRegistry: chain.jobRegistry,
+            },
+          },
           (text) => stream.delta(service, fee, text),
         );
+        if (outcome.kind === 'signed') {
+          await this.#settleSigned(toRelay, outcome.text, lease, service, fee);
+          return;
+        }
         if (outcome.kind === 'committed') {
           // The worker answered: its record counts it (WorkerReputation, the pool's choice of workers).
           await lease.release('answered');
@@ -165,6 +191,67 @@ export class SubmittedJobRun {
     }
   }
 
+  /**
+   * The fast path's end (docs/protocol.md, Ending on the signed final): the caller gets the signed final
+   * at once ([DONE], or `stream_diverged` when it does not extend what was streamed), then the commitment
+   * is checked. The same final committed: ANSWERED (or DIVERGED and the undelivered refund) as on the slow
+   * path. Another hash committed: disputed, the worker slashed and the payer refunded. Never committed
+   * (failed or timed out): the job is failed and refunded, so the worker, who did the work and did not
+   * commit it, bears the loss; the payer is charged only for a committed job.
+   */
+  async #settleSigned(
+    toRelay: Omit<AttemptToRelay, 'signedBy'>,
+    text: string,
+    lease: SessionLease,
+    service: ServiceDescription,
+    fee: bigint,
+  ): Promise<void> {
+    const { relay, workers, lifecycle, logger } = this.options;
+    const { payment, stream } = this.call;
+    const { jobId, attempt } = toRelay;
+    // Marked before the caller can see its answer: a resent payment is refused as used from then on.
+    if (stream.extendsSent(text))
+      await payment.answered?.().catch((error: unknown) => logger.warn({ err: error }, 'answer not marked'));
+    const delivered = stream.deliver(text, service, fee, attempt, true);
+    // The session takes the caller's next call at once: its worker answered (a commitment that turns
+    // out otherwise is disputed and slashed, which is what keeps it honest, not this session's idleness).
+    await lease.release('answered');
+    const settled = await relay.follow(toRelay, () => undefined);
+    switch (settled.kind) {
+      case 'committed':
+        await workers.acknowledgeFinal(jobId, attempt, true);
+        await lifecycle.publish(payment.identity, JobLifecycleKind.COMPLETED, {
+          jobId,
+          attempt,
+          worker: service.worker,
+          sessionId: service.sessionId,
+        });
+        stream.recordDeferred();
+        if (!delivered) await this.#refundUndelivered(jobId, fee);
+        return;
+      case 'mismatch':
+        stream.dropDeferred();
+        await this.#dispute(jobId, attempt, settled, service, true);
+        return;
+      case 'undelivered':
+        stream.dropDeferred();
+        await this.#refundUndelivered(jobId, fee);
+        return;
+      case 'failed':
+      case 'signed': {
+        stream.dropDeferred();
+        logger.warn(
+          { jobId: jobId.toString(), attempt, worker: service.worker },
+          'the worker signed a final and never committed it: failing and refunding the job',
+        );
+        if (settled.kind === 'signed') return;
+        const failedJob = await this.#ensureFailed(jobId, settled);
+        if (failedJob.state === JobState.Failed) await this.#refund(jobId, failedJob.fee);
+        return;
+      }
+    }
+  }
+
   /** Makes sure a failed attempt is Failed on chain: a job past its deadline is timed out. */
   async #ensureFailed(jobId: bigint, outcome: Extract<AttemptOutcome, { kind: 'failed' }>) {
     const { chain, logger } = this.options;
@@ -217,6 +304,7 @@ export class SubmittedJobRun {
     attempt: number,
     outcome: Extract<AttemptOutcome, { kind: 'mismatch' }>,
     service: ServiceDescription,
+    afterDelivery = false,
   ): Promise<void> {
     const { chain, lifecycle, jobs, logger } = this.options;
     const { identity } = this.call.payment;
@@ -224,12 +312,14 @@ export class SubmittedJobRun {
       { jobId: jobId.toString(), attempt, worker: service.worker },
       'committed hash differs from the signed final: disputing',
     );
-    this.call.stream.fail(
-      new AppError('job_failed', {
-        message: "The worker's committed answer does not match the answer it delivered.",
-      }),
-      service,
-    );
+    // After a fast-path delivery the caller has its answer already: nothing more is said to it.
+    if (!afterDelivery)
+      this.call.stream.fail(
+        new AppError('job_failed', {
+          message: "The worker's committed answer does not match the answer it delivered.",
+        }),
+        service,
+      );
     try {
       const dispute = await chain.disputeMismatch(
         jobId,

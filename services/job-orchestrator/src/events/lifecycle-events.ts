@@ -33,6 +33,12 @@ export interface LifecycleStep {
   readonly feeWei?: bigint;
   readonly failureCode?: string;
   readonly occurredAt?: Date;
+  /** Oldest messages left out of the prompt (the answer's `dropped_messages`). */
+  readonly droppedMessages?: number;
+  /** From accepting the call to its first output reaching the caller; only on the call's own end. */
+  readonly firstOutputMs?: number;
+  /** From accepting the call to its end; only on the call's own end. */
+  readonly durationMs?: number;
 }
 
 export { JobLifecycleKind };
@@ -218,6 +224,11 @@ export class LifecyclePublisher {
   }
 }
 
+/** A uint32 of milliseconds (a clock that stepped back reads 0). */
+function wholeMs(ms: number): number {
+  return Math.min(Math.max(Math.round(ms), 0), 0xffff_ffff);
+}
+
 function encode(call: CallIdentity, kind: JobLifecycleKind, step: LifecycleStep): Uint8Array {
   const init: MessageInitShape<typeof JobLifecycleEventSchema> = {
     eventId: randomUUID(),
@@ -234,6 +245,9 @@ function encode(call: CallIdentity, kind: JobLifecycleKind, step: LifecycleStep)
     attempt: step.attempt ?? 0,
     failureCode: step.failureCode ?? '',
     paymentReservationId: call.paymentReservationId ?? '',
+    droppedMessages: step.droppedMessages ?? 0,
+    ...(step.firstOutputMs !== undefined ? { firstOutputMs: wholeMs(step.firstOutputMs) } : {}),
+    ...(step.durationMs !== undefined ? { durationMs: wholeMs(step.durationMs) } : {}),
     ...(step.txHash ? { txHash: { hex: step.txHash.toLowerCase() } } : {}),
     ...(step.worker ? { worker: { hex: step.worker } } : {}),
     ...(step.feeWei !== undefined ? { feeWei: { decimal: step.feeWei.toString() } } : {}),

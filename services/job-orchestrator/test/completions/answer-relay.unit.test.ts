@@ -1,7 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
 import { create, toBinary } from '@bufbuild/protobuf';
-import { AnswerFrameKind, JobState, encryptAnswerFrame, responseHashOf, type Job } from '@svc/chain';
+import {
+  AnswerFrameKind,
+  JobState,
+  encryptAnswerFrame,
+  responseHashOf,
+  signFinalAnswer,
+  type Job,
+} from '@svc/chain';
+import { Wallet, getBytes, type HDNodeWallet } from 'ethers';
 import { createLogger, MemoryStore } from '@svc/platform';
 import { ConnectRequestSchema } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
 import { AnswerRelay } from '../../src/completions/answer-relay.js';
@@ -82,5 +90,60 @@ describe('the answer relay', () => {
       kind: 'committed',
       text: 'answer to the first call',
     });
+  });
+});
+
+const REGISTRY = '0x00000000000000000000000000000000000000dd';
+
+/** A final signed by `signer` and a relay following it with `signedBy` naming `worker`. */
+async function followedSigned(signer: HDNodeWallet, worker: string, sessionId: bigint, state: JobState) {
+  const replyKey = randomBytes(32);
+  const position = { jobId: JOB_ID, attempt: 1, seq: 0 };
+  const sealedAnswer = encryptAnswerFrame(AnswerFrameKind.Final, 'the answer', replyKey, position);
+  const binding = { chainId: 31337n, jobRegistry: REGISTRY, jobId: JOB_ID, attempt: 1, sessionId: 3n };
+  const workerSignature = getBytes(await signFinalAnswer(signer, binding, sealedAnswer));
+  const store = new MemoryStore();
+  const final = create(ConnectRequestSchema, {
+    frame: {
+      case: 'finalAnswer',
+      value: { jobId: JOB_ID.toString(), attempt: 1, seq: 0, sealedAnswer, workerSignature },
+    },
+  });
+  await store.frames.append(jobFrameStreamKey(JOB_ID), 'final-1', toBinary(ConnectRequestSchema, final));
+  const reads: JobState[] = [];
+  const job = { state, attempt: 1, responseHash: responseHashOf(sealedAnswer), deadline: 10 } as Job;
+  const relay = new AnswerRelay({
+    frames: store.frames,
+    readJob: async () => (reads.push(job.state), job),
+    chainNow: async () => 0,
+    pollIntervalMs: 10,
+    finalGraceMs: 50,
+    frameStreamTtlMs: 1_000,
+    logger,
+  });
+  try {
+    const signedBy = { worker, sessionId, chainId: 31337n, jobRegistry: REGISTRY };
+    const outcome = await relay.follow({ jobId: JOB_ID, attempt: 1, replyKey, signedBy }, () => undefined);
+    return { outcome, reads };
+  } finally {
+    await store.close();
+  }
+}
+
+describe('the answer relay on the signed final', () => {
+  it("ends on the session worker's signed final before any commitment, without reading the chain", async () => {
+    const worker = Wallet.createRandom();
+    const { outcome, reads } = await followedSigned(worker, worker.address, 3n, JobState.Submitted);
+    expect(outcome).toMatchObject({ kind: 'signed', text: 'the answer' });
+    expect(reads).toEqual([]);
+  });
+
+  it('a final signed by another key, or for another session, waits for the commitment as before', async () => {
+    const worker = Wallet.createRandom();
+    const other = await followedSigned(Wallet.createRandom(), worker.address, 3n, JobState.Completed);
+    expect(other.outcome).toMatchObject({ kind: 'committed', text: 'the answer' });
+    const elsewhere = await followedSigned(worker, worker.address, 4n, JobState.Completed);
+    expect(elsewhere.outcome).toMatchObject({ kind: 'committed' });
+    expect(elsewhere.reads.length).toBeGreaterThan(0);
   });
 });

@@ -30,7 +30,7 @@ const PRINCIPAL = '0x00000000000000000000000000000000000000cc';
 const FEE = 5n;
 const txHash = (n: number) => '0x' + n.toString(16).padStart(64, '0');
 
-type Relayed = { deltas?: string[]; outcome: AttemptOutcome };
+type Relayed = { deltas?: string[]; outcome: AttemptOutcome; heldUntil?: Promise<void> };
 
 /** Fakes of every port, scripted per test: the relay's attempts and the settler's answers. */
 class Fakes {
@@ -112,6 +112,7 @@ class Fakes {
           this.followed.push(attempt);
           const next = this.attempts.shift();
           if (!next) throw new Error('no attempt scripted');
+          await next.heldUntil;
           for (const delta of next.deltas ?? []) onDelta(delta);
           return next.outcome;
         },
@@ -206,7 +207,10 @@ class Fakes {
 
 async function run(fakes: Fakes, call: CompletionCall): Promise<CompletionEvent[]> {
   const events: CompletionEvent[] = [];
-  for await (const event of fakes.runner.run(call, new AbortController().signal)) events.push(event);
+  const runner = fakes.runner;
+  for await (const event of runner.run(call, new AbortController().signal)) events.push(event);
+  // The caller's stream may end before the run does (an answer delivered on the signed final).
+  await runner.drain(5_000);
   // Events recorded after the call's end are not awaited by the run.
   await new Promise((resolve) => setImmediate(resolve));
   return events;
@@ -219,6 +223,93 @@ const failed: AttemptOutcome = {
   reason: 'worker failed',
   job: { state: JobState.Failed, fee: FEE } as never,
 };
+
+const signed = (text: string): AttemptOutcome => ({
+  kind: 'signed',
+  text,
+  final: { sealedAnswer: new Uint8Array([1]), workerSignature: new Uint8Array([2]) } as never,
+});
+
+describe('the completion runner on the signed final (fakes)', () => {
+  it('ends the stream on a signed final that extends it, then records ANSWERED once the same final is committed', async () => {
+    const fakes = new Fakes();
+    let commit!: () => void;
+    const heldUntil = new Promise<void>((resolve) => (commit = resolve));
+    fakes.attempts = [
+      { deltas: ['Hel'], outcome: signed('Hello') },
+      { outcome: committed('Hello'), heldUntil },
+    ];
+    const events: CompletionEvent[] = [];
+    const runner = fakes.runner;
+    // The caller's stream ends while the commitment is still awaited.
+    for await (const event of runner.run(fakes.delegateCall(), new AbortController().signal))
+      events.push(event);
+    expect(fakes.kinds()).toEqual(['SUBMITTED']);
+    commit();
+    await runner.drain(5_000);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(events.map((event) => event.case)).toEqual(['started', 'delta', 'delta', 'completed']);
+    expect(fakes.followed[0]!.signedBy).toMatchObject({ worker: '0xw1', sessionId: 1n, chainId: 31337n });
+    expect(fakes.followed[1]!.signedBy).toBeUndefined();
+    expect(fakes.kinds()).toEqual(['SUBMITTED', 'COMPLETED', 'ANSWERED']);
+    expect(fakes.leases[0]!.released).toBe('kept');
+  });
+
+  it('a signed final that does not extend the streamed text ends stream_diverged, and the committed job is refunded', async () => {
+    const fakes = new Fakes();
+    fakes.attempts = [{ deltas: ['Hello'], outcome: signed('Goodbye') }, { outcome: committed('Goodbye') }];
+    const events = await run(fakes, fakes.delegateCall());
+    expect(events.at(-1)).toMatchObject({
+      case: 'failed',
+      jobSubmitted: true,
+      error: { code: 'stream_diverged' },
+    });
+    expect(fakes.sent).toEqual(['submitJobFor', 'refundUndelivered']);
+    expect(fakes.kinds()).toEqual(['SUBMITTED', 'COMPLETED', 'DIVERGED', 'REFUNDED']);
+  });
+
+  it('a worker that streamed one answer and commits another is disputed after the caller got what it signed', async () => {
+    const fakes = new Fakes();
+    const final = { sealedAnswer: new Uint8Array([1]), workerSignature: new Uint8Array([2]) } as never;
+    fakes.attempts = [
+      { deltas: ['Hel'], outcome: signed('Hello') },
+      { outcome: { kind: 'mismatch', final, job } },
+    ];
+    const events = await run(fakes, fakes.delegateCall());
+    expect(events.at(-1)).toMatchObject({ case: 'completed', text: 'Hello' });
+    expect(fakes.sent).toEqual(['submitJobFor', 'disputeMismatch']);
+    // No ANSWERED: the fee is not counted as spent; REFUNDED releases the hold.
+    expect(fakes.kinds()).toEqual(['SUBMITTED', 'DISPUTED', 'REFUNDED']);
+  });
+
+  it('a worker that signed a final and never commits it: the job is timed out and refunded, nothing charged', async () => {
+    const fakes = new Fakes();
+    const missed: AttemptOutcome = {
+      kind: 'failed',
+      reason: 'the job missed its deadline',
+      job: { state: JobState.Submitted, fee: FEE } as never,
+    };
+    fakes.attempts = [{ deltas: ['Hel'], outcome: signed('Hello') }, { outcome: missed }];
+    const events = await run(fakes, fakes.delegateCall());
+    expect(events.at(-1)).toMatchObject({ case: 'completed', text: 'Hello' });
+    expect(fakes.sent).toEqual(['submitJobFor', 'timeoutJob', 'refundJob']);
+    expect(fakes.kinds()).toEqual(['SUBMITTED', 'REFUNDED']);
+  });
+
+  it('per-call path (x402): the same fast end, the settlement named as tx_hash, ANSWERED after the commitment', async () => {
+    const fakes = new Fakes();
+    fakes.settlements = [
+      { settled: { jobId: 9n, fee: FEE, txHash: txHash(9), blockNumber: 9, promptBlobHash: '0x01' } },
+    ];
+    fakes.attempts = [{ deltas: ['ans'], outcome: signed('answer') }, { outcome: committed('answer') }];
+    const events = await run(fakes, fakes.perCallCall());
+    expect(events.map((event) => event.case)).toEqual(['started', 'delta', 'delta', 'completed']);
+    expect(events.at(-1)).toMatchObject({ service: { jobId: 9n, txHash: txHash(9) }, charged: FEE });
+    expect(fakes.followed[0]!.signedBy).toMatchObject({ sessionId: 1n });
+    expect(fakes.sent).toEqual(['settle']);
+    expect(fakes.kinds()).toEqual(['PAYMENT_SETTLED', 'SUBMITTED', 'COMPLETED', 'ANSWERED']);
+  });
+});
 
 describe('the completion runner (fakes)', () => {
   it('delegate path: submits, streams, verifies and answers once, with every lifecycle step', async () => {

@@ -54,8 +54,12 @@ describe('RunCompletion on the delegate path', () => {
     expect(started?.service?.droppedMessages).toBeUndefined();
 
     const jobId = BigInt(completed.service!.jobId);
-    const job = await stack.chain.getJob(jobId);
-    expect(job.state).toBe(JobState.Completed);
+    // The call ended on the worker's signed final; its commitment follows on chain.
+    const job = await waitUntil(
+      () => stack.chain.getJob(jobId),
+      (read) => read.state === JobState.Completed,
+      { what: `job ${jobId} Completed`, timeoutMs: 10_000 },
+    );
     expect(job.payer).toBe(wallet.address);
     expect(job.sessionId).toBe(BigInt(completed.service!.sessionId));
     expect(job.worker).toBe(completed.service!.worker!.hex);
@@ -268,7 +272,8 @@ describe('payment checks before anything is spent', () => {
   it('insufficient_balance when the balance is short, asking for the difference', async () => {
     const wallet = await stack.payingWallet(MODEL.feeWei);
     const registry = connectJobRegistry(devnet().deployment.jobRegistryAddress, wallet);
-    await (await registry.withdrawBalance(MODEL.feeWei / 4n)).wait();
+    // A withdrawal request leaves prepaidBalanceOf at once (it is paid out only after SPEND_CUT_DELAY).
+    await (await registry.requestWithdrawal(MODEL.feeWei / 4n)).wait();
     const option = (await expect402(wallet.address, 'insufficient_balance'))!;
     expect(option.instruction?.minimumValueWei?.decimal).toBe((MODEL.feeWei / 4n).toString());
   });

@@ -89,6 +89,7 @@ export class ChainSide {
     const request = await registry.submitJobFor.populateTransaction(
       this.#owner.address,
       sessionId,
+      await registry.nextJobId(sessionId),
       MODEL.feeWei,
     );
     const receipt = await (await sendWithBlobs(this.#owner, request, [encodeBlob(wire)])).wait();

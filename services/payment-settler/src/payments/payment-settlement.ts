@@ -104,9 +104,11 @@ export class PaymentSettlement {
       if (request.maxFeePerBlobGas !== undefined && request.maxFeePerBlobGas < this.options.maxFeePerBlobGas)
         await blobFeeCap(this.options.provider, request.maxFeePerBlobGas);
       await reservations.noteSend(record, blob.versionedHash);
+      // The session's next job id, named in the transaction (docs/protocol.md, Job ids).
+      const jobId = await this.options.chain.jobRegistry.nextJobId(request.sessionId);
       const mined = await this.options.sender.send({
         to: this.options.chain.addresses.jobRegistry,
-        data: this.#settlementCall(record, request.sessionId),
+        data: this.#settlementCall(record, request.sessionId, jobId),
         blobs: [blob],
       });
       const settlement = this.#settlementOf(
@@ -141,13 +143,16 @@ export class PaymentSettlement {
       // broadcast with no outcome the transaction may still be mined: the payment stays held (the chain's
       // nonce decides, and a repeat of this settlement finds it) until its reservation lapses.
       if (knownUnsent || error instanceof TransactionRevertedError) await reservations.free(record);
+      // The caller hears only its code: the cause is for the operator.
+      logger.warn({ err: error, payer, revert: revert?.name }, 'settlement failed');
       return this.#failure(error, revert, payer);
     }
   }
 
-  #settlementCall(held: HeldPayment, sessionId: bigint): string {
+  #settlementCall(held: HeldPayment, sessionId: bigint, jobId: bigint): string {
     return (this.options.chain.jobRegistry.interface as Interface).encodeFunctionData('submitJobWithDebit', [
       sessionId,
+      jobId,
       debitAuthorizationOf(held.authorization),
       held.signature,
     ]);

@@ -94,7 +94,12 @@ export class ServiceSide {
     }
     const fee = await this.chain.jobFee(modelIdOf(model));
     const registry = this.#registry;
-    const request = await registry.submitJobFor.populateTransaction(this.#owner.address, sessionId, fee);
+    const request = await registry.submitJobFor.populateTransaction(
+      this.#owner.address,
+      sessionId,
+      await registry.nextJobId(sessionId),
+      fee,
+    );
     const receipt = await (await sendWithBlobs(this.#owner, request, data)).wait();
     const log = receipt!.logs
       .map((entry) => registry.interface.parseLog(entry))

@@ -158,6 +158,7 @@ export interface JobRegistryInterface extends Interface {
     nameOrSignature:
       | 'DEBIT_AUTHORIZATION_TYPEHASH'
       | 'FINAL_ANSWER_TYPEHASH'
+      | 'SPEND_CUT_DELAY'
       | 'acceptOperator'
       | 'claimSession'
       | 'closeSession'
@@ -165,6 +166,7 @@ export interface JobRegistryInterface extends Interface {
       | 'creditSlash'
       | 'delegateAllowance'
       | 'delegateAllowanceEpoch'
+      | 'delegateGrace'
       | 'deposit'
       | 'depositAndAuthorize'
       | 'disputeMismatch'
@@ -180,6 +182,7 @@ export interface JobRegistryInterface extends Interface {
       | 'jobFee'
       | 'modelIds'
       | 'modelName'
+      | 'nextJobId'
       | 'openSession'
       | 'owner'
       | 'parameters'
@@ -194,6 +197,7 @@ export interface JobRegistryInterface extends Interface {
       | 'releaseJob'
       | 'releaseJobs'
       | 'renounceOwnership'
+      | 'requestWithdrawal'
       | 'setDelegateAllowance'
       | 'setDelegateAuthorization'
       | 'setModel'
@@ -207,6 +211,7 @@ export interface JobRegistryInterface extends Interface {
       | 'withdrawBalance'
       | 'withdrawEarnings'
       | 'withdrawProtocolFees'
+      | 'withdrawalRequestOf'
       | 'workerRegistry'
       | 'worstCaseLiability',
   ): FunctionFragment;
@@ -237,11 +242,13 @@ export interface JobRegistryInterface extends Interface {
       | 'SessionClosed'
       | 'SessionOpened'
       | 'Unpaused'
+      | 'WithdrawalRequested'
       | 'Withdrew',
   ): EventFragment;
 
   encodeFunctionData(functionFragment: 'DEBIT_AUTHORIZATION_TYPEHASH', values?: undefined): string;
   encodeFunctionData(functionFragment: 'FINAL_ANSWER_TYPEHASH', values?: undefined): string;
+  encodeFunctionData(functionFragment: 'SPEND_CUT_DELAY', values?: undefined): string;
   encodeFunctionData(functionFragment: 'acceptOperator', values: [AddressLike]): string;
   encodeFunctionData(functionFragment: 'claimSession', values: [BigNumberish, BytesLike]): string;
   encodeFunctionData(functionFragment: 'closeSession', values: [BigNumberish]): string;
@@ -249,6 +256,7 @@ export interface JobRegistryInterface extends Interface {
   encodeFunctionData(functionFragment: 'creditSlash', values: [AddressLike]): string;
   encodeFunctionData(functionFragment: 'delegateAllowance', values: [AddressLike, AddressLike]): string;
   encodeFunctionData(functionFragment: 'delegateAllowanceEpoch', values: [AddressLike, AddressLike]): string;
+  encodeFunctionData(functionFragment: 'delegateGrace', values: [AddressLike, AddressLike]): string;
   encodeFunctionData(functionFragment: 'deposit', values?: undefined): string;
   encodeFunctionData(functionFragment: 'depositAndAuthorize', values: [AddressLike]): string;
   encodeFunctionData(
@@ -267,6 +275,7 @@ export interface JobRegistryInterface extends Interface {
   encodeFunctionData(functionFragment: 'jobFee', values: [BytesLike]): string;
   encodeFunctionData(functionFragment: 'modelIds', values?: undefined): string;
   encodeFunctionData(functionFragment: 'modelName', values: [BytesLike]): string;
+  encodeFunctionData(functionFragment: 'nextJobId', values: [BigNumberish]): string;
   encodeFunctionData(functionFragment: 'openSession', values: [AddressLike, BytesLike, AddressLike]): string;
   encodeFunctionData(functionFragment: 'owner', values?: undefined): string;
   encodeFunctionData(functionFragment: 'parameters', values?: undefined): string;
@@ -281,6 +290,7 @@ export interface JobRegistryInterface extends Interface {
   encodeFunctionData(functionFragment: 'releaseJob', values: [BigNumberish]): string;
   encodeFunctionData(functionFragment: 'releaseJobs', values: [BigNumberish[]]): string;
   encodeFunctionData(functionFragment: 'renounceOwnership', values?: undefined): string;
+  encodeFunctionData(functionFragment: 'requestWithdrawal', values: [BigNumberish]): string;
   encodeFunctionData(functionFragment: 'setDelegateAllowance', values: [AddressLike, BigNumberish]): string;
   encodeFunctionData(functionFragment: 'setDelegateAuthorization', values: [AddressLike, boolean]): string;
   encodeFunctionData(functionFragment: 'setModel', values: [string, BigNumberish]): string;
@@ -288,11 +298,11 @@ export interface JobRegistryInterface extends Interface {
   encodeFunctionData(functionFragment: 'setParameters', values: [ParametersStruct]): string;
   encodeFunctionData(
     functionFragment: 'submitJobFor',
-    values: [AddressLike, BigNumberish, BigNumberish],
+    values: [AddressLike, BigNumberish, BigNumberish, BigNumberish],
   ): string;
   encodeFunctionData(
     functionFragment: 'submitJobWithDebit',
-    values: [BigNumberish, DebitAuthorizationStruct, BytesLike],
+    values: [BigNumberish, BigNumberish, DebitAuthorizationStruct, BytesLike],
   ): string;
   encodeFunctionData(functionFragment: 'timeoutJob', values: [BigNumberish]): string;
   encodeFunctionData(functionFragment: 'transferOwnership', values: [AddressLike]): string;
@@ -300,11 +310,13 @@ export interface JobRegistryInterface extends Interface {
   encodeFunctionData(functionFragment: 'withdrawBalance', values: [BigNumberish]): string;
   encodeFunctionData(functionFragment: 'withdrawEarnings', values?: undefined): string;
   encodeFunctionData(functionFragment: 'withdrawProtocolFees', values: [AddressLike]): string;
+  encodeFunctionData(functionFragment: 'withdrawalRequestOf', values: [AddressLike]): string;
   encodeFunctionData(functionFragment: 'workerRegistry', values?: undefined): string;
   encodeFunctionData(functionFragment: 'worstCaseLiability', values?: undefined): string;
 
   decodeFunctionResult(functionFragment: 'DEBIT_AUTHORIZATION_TYPEHASH', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'FINAL_ANSWER_TYPEHASH', data: BytesLike): Result;
+  decodeFunctionResult(functionFragment: 'SPEND_CUT_DELAY', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'acceptOperator', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'claimSession', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'closeSession', data: BytesLike): Result;
@@ -312,6 +324,7 @@ export interface JobRegistryInterface extends Interface {
   decodeFunctionResult(functionFragment: 'creditSlash', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'delegateAllowance', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'delegateAllowanceEpoch', data: BytesLike): Result;
+  decodeFunctionResult(functionFragment: 'delegateGrace', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'deposit', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'depositAndAuthorize', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'disputeMismatch', data: BytesLike): Result;
@@ -327,6 +340,7 @@ export interface JobRegistryInterface extends Interface {
   decodeFunctionResult(functionFragment: 'jobFee', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'modelIds', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'modelName', data: BytesLike): Result;
+  decodeFunctionResult(functionFragment: 'nextJobId', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'openSession', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'owner', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'parameters', data: BytesLike): Result;
@@ -341,6 +355,7 @@ export interface JobRegistryInterface extends Interface {
   decodeFunctionResult(functionFragment: 'releaseJob', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'releaseJobs', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'renounceOwnership', data: BytesLike): Result;
+  decodeFunctionResult(functionFragment: 'requestWithdrawal', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'setDelegateAllowance', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'setDelegateAuthorization', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'setModel', data: BytesLike): Result;
@@ -354,6 +369,7 @@ export interface JobRegistryInterface extends Interface {
   decodeFunctionResult(functionFragment: 'withdrawBalance', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'withdrawEarnings', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'withdrawProtocolFees', data: BytesLike): Result;
+  decodeFunctionResult(functionFragment: 'withdrawalRequestOf', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'workerRegistry', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'worstCaseLiability', data: BytesLike): Result;
 }
@@ -714,6 +730,20 @@ export namespace UnpausedEvent {
   export type LogDescription = TypedLogDescription<Event>;
 }
 
+export namespace WithdrawalRequestedEvent {
+  export type InputTuple = [user: AddressLike, amount: BigNumberish, availableAt: BigNumberish];
+  export type OutputTuple = [user: string, amount: bigint, availableAt: bigint];
+  export interface OutputObject {
+    user: string;
+    amount: bigint;
+    availableAt: bigint;
+  }
+  export type Event = TypedContractEvent<InputTuple, OutputTuple, OutputObject>;
+  export type Filter = TypedDeferredTopicFilter<Event>;
+  export type Log = TypedEventLog<Event>;
+  export type LogDescription = TypedLogDescription<Event>;
+}
+
 export namespace WithdrewEvent {
   export type InputTuple = [user: AddressLike, amount: BigNumberish, newBalance: BigNumberish];
   export type OutputTuple = [user: string, amount: bigint, newBalance: bigint];
@@ -765,6 +795,8 @@ export interface JobRegistry extends BaseContract {
 
   FINAL_ANSWER_TYPEHASH: TypedContractMethod<[], [string], 'view'>;
 
+  SPEND_CUT_DELAY: TypedContractMethod<[], [bigint], 'view'>;
+
   acceptOperator: TypedContractMethod<[principal: AddressLike], [void], 'nonpayable'>;
 
   claimSession: TypedContractMethod<
@@ -782,6 +814,12 @@ export interface JobRegistry extends BaseContract {
   delegateAllowance: TypedContractMethod<[user: AddressLike, delegate: AddressLike], [bigint], 'view'>;
 
   delegateAllowanceEpoch: TypedContractMethod<[user: AddressLike, delegate: AddressLike], [bigint], 'view'>;
+
+  delegateGrace: TypedContractMethod<
+    [user: AddressLike, delegate: AddressLike],
+    [[bigint, bigint] & { allowance: bigint; until: bigint }],
+    'view'
+  >;
 
   deposit: TypedContractMethod<[], [void], 'payable'>;
 
@@ -831,6 +869,8 @@ export interface JobRegistry extends BaseContract {
 
   modelName: TypedContractMethod<[modelId: BytesLike], [string], 'view'>;
 
+  nextJobId: TypedContractMethod<[sessionId: BigNumberish], [bigint], 'view'>;
+
   openSession: TypedContractMethod<
     [owner: AddressLike, modelId: BytesLike, worker: AddressLike],
     [bigint],
@@ -863,6 +903,8 @@ export interface JobRegistry extends BaseContract {
 
   renounceOwnership: TypedContractMethod<[], [void], 'nonpayable'>;
 
+  requestWithdrawal: TypedContractMethod<[amount: BigNumberish], [void], 'nonpayable'>;
+
   setDelegateAllowance: TypedContractMethod<
     [delegate: AddressLike, allowance: BigNumberish],
     [void],
@@ -882,13 +924,13 @@ export interface JobRegistry extends BaseContract {
   setParameters: TypedContractMethod<[parameters_: ParametersStruct], [void], 'nonpayable'>;
 
   submitJobFor: TypedContractMethod<
-    [payer: AddressLike, sessionId: BigNumberish, maxFee: BigNumberish],
+    [payer: AddressLike, sessionId: BigNumberish, jobId: BigNumberish, maxFee: BigNumberish],
     [bigint],
     'nonpayable'
   >;
 
   submitJobWithDebit: TypedContractMethod<
-    [sessionId: BigNumberish, auth: DebitAuthorizationStruct, signature: BytesLike],
+    [sessionId: BigNumberish, jobId: BigNumberish, auth: DebitAuthorizationStruct, signature: BytesLike],
     [bigint],
     'nonpayable'
   >;
@@ -905,6 +947,12 @@ export interface JobRegistry extends BaseContract {
 
   withdrawProtocolFees: TypedContractMethod<[to: AddressLike], [void], 'nonpayable'>;
 
+  withdrawalRequestOf: TypedContractMethod<
+    [user: AddressLike],
+    [[bigint, bigint] & { amount: bigint; availableAt: bigint }],
+    'view'
+  >;
+
   workerRegistry: TypedContractMethod<[], [string], 'view'>;
 
   worstCaseLiability: TypedContractMethod<[], [bigint], 'view'>;
@@ -913,6 +961,7 @@ export interface JobRegistry extends BaseContract {
 
   getFunction(nameOrSignature: 'DEBIT_AUTHORIZATION_TYPEHASH'): TypedContractMethod<[], [string], 'view'>;
   getFunction(nameOrSignature: 'FINAL_ANSWER_TYPEHASH'): TypedContractMethod<[], [string], 'view'>;
+  getFunction(nameOrSignature: 'SPEND_CUT_DELAY'): TypedContractMethod<[], [bigint], 'view'>;
   getFunction(
     nameOrSignature: 'acceptOperator',
   ): TypedContractMethod<[principal: AddressLike], [void], 'nonpayable'>;
@@ -932,6 +981,13 @@ export interface JobRegistry extends BaseContract {
   getFunction(
     nameOrSignature: 'delegateAllowanceEpoch',
   ): TypedContractMethod<[user: AddressLike, delegate: AddressLike], [bigint], 'view'>;
+  getFunction(
+    nameOrSignature: 'delegateGrace',
+  ): TypedContractMethod<
+    [user: AddressLike, delegate: AddressLike],
+    [[bigint, bigint] & { allowance: bigint; until: bigint }],
+    'view'
+  >;
   getFunction(nameOrSignature: 'deposit'): TypedContractMethod<[], [void], 'payable'>;
   getFunction(
     nameOrSignature: 'depositAndAuthorize',
@@ -979,6 +1035,7 @@ export interface JobRegistry extends BaseContract {
   getFunction(nameOrSignature: 'jobFee'): TypedContractMethod<[modelId: BytesLike], [bigint], 'view'>;
   getFunction(nameOrSignature: 'modelIds'): TypedContractMethod<[], [string[]], 'view'>;
   getFunction(nameOrSignature: 'modelName'): TypedContractMethod<[modelId: BytesLike], [string], 'view'>;
+  getFunction(nameOrSignature: 'nextJobId'): TypedContractMethod<[sessionId: BigNumberish], [bigint], 'view'>;
   getFunction(
     nameOrSignature: 'openSession',
   ): TypedContractMethod<
@@ -1010,6 +1067,9 @@ export interface JobRegistry extends BaseContract {
   ): TypedContractMethod<[jobIds: BigNumberish[]], [void], 'nonpayable'>;
   getFunction(nameOrSignature: 'renounceOwnership'): TypedContractMethod<[], [void], 'nonpayable'>;
   getFunction(
+    nameOrSignature: 'requestWithdrawal',
+  ): TypedContractMethod<[amount: BigNumberish], [void], 'nonpayable'>;
+  getFunction(
     nameOrSignature: 'setDelegateAllowance',
   ): TypedContractMethod<[delegate: AddressLike, allowance: BigNumberish], [void], 'nonpayable'>;
   getFunction(
@@ -1027,14 +1087,14 @@ export interface JobRegistry extends BaseContract {
   getFunction(
     nameOrSignature: 'submitJobFor',
   ): TypedContractMethod<
-    [payer: AddressLike, sessionId: BigNumberish, maxFee: BigNumberish],
+    [payer: AddressLike, sessionId: BigNumberish, jobId: BigNumberish, maxFee: BigNumberish],
     [bigint],
     'nonpayable'
   >;
   getFunction(
     nameOrSignature: 'submitJobWithDebit',
   ): TypedContractMethod<
-    [sessionId: BigNumberish, auth: DebitAuthorizationStruct, signature: BytesLike],
+    [sessionId: BigNumberish, jobId: BigNumberish, auth: DebitAuthorizationStruct, signature: BytesLike],
     [bigint],
     'nonpayable'
   >;
@@ -1052,6 +1112,13 @@ export interface JobRegistry extends BaseContract {
   getFunction(
     nameOrSignature: 'withdrawProtocolFees',
   ): TypedContractMethod<[to: AddressLike], [void], 'nonpayable'>;
+  getFunction(
+    nameOrSignature: 'withdrawalRequestOf',
+  ): TypedContractMethod<
+    [user: AddressLike],
+    [[bigint, bigint] & { amount: bigint; availableAt: bigint }],
+    'view'
+  >;
   getFunction(nameOrSignature: 'workerRegistry'): TypedContractMethod<[], [string], 'view'>;
   getFunction(nameOrSignature: 'worstCaseLiability'): TypedContractMethod<[], [bigint], 'view'>;
 
@@ -1207,6 +1274,13 @@ export interface JobRegistry extends BaseContract {
   getEvent(
     key: 'Unpaused',
   ): TypedContractEvent<UnpausedEvent.InputTuple, UnpausedEvent.OutputTuple, UnpausedEvent.OutputObject>;
+  getEvent(
+    key: 'WithdrawalRequested',
+  ): TypedContractEvent<
+    WithdrawalRequestedEvent.InputTuple,
+    WithdrawalRequestedEvent.OutputTuple,
+    WithdrawalRequestedEvent.OutputObject
+  >;
   getEvent(
     key: 'Withdrew',
   ): TypedContractEvent<WithdrewEvent.InputTuple, WithdrewEvent.OutputTuple, WithdrewEvent.OutputObject>;
@@ -1470,6 +1544,17 @@ export interface JobRegistry extends BaseContract {
       UnpausedEvent.InputTuple,
       UnpausedEvent.OutputTuple,
       UnpausedEvent.OutputObject
+    >;
+
+    'WithdrawalRequested(address,uint256,uint256)': TypedContractEvent<
+      WithdrawalRequestedEvent.InputTuple,
+      WithdrawalRequestedEvent.OutputTuple,
+      WithdrawalRequestedEvent.OutputObject
+    >;
+    WithdrawalRequested: TypedContractEvent<
+      WithdrawalRequestedEvent.InputTuple,
+      WithdrawalRequestedEvent.OutputTuple,
+      WithdrawalRequestedEvent.OutputObject
     >;
 
     'Withdrew(address,uint256,uint256)': TypedContractEvent<

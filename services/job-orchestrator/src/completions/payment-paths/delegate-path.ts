@@ -23,7 +23,13 @@ import { invalidRequest, isAddress, isWei } from './request-fields.js';
 import type { SubmissionReverts } from './submission-reverts.js';
 
 /** Reverts that say a pooled session cannot take a job: another session is tried. */
-const STALE_SESSION_REVERTS = new Set(['SessionStateInvalid', 'WorkerNotActive', 'NotSessionWorker']);
+const STALE_SESSION_REVERTS = new Set([
+  'SessionStateInvalid',
+  'WorkerNotActive',
+  'NotSessionWorker',
+  // Another submission took the session's next job id first (docs/protocol.md, Job ids).
+  'UnexpectedJobId',
+]);
 
 export interface DelegatePathDependencies {
   readonly chain: Pick<ServiceChain, 'reads' | 'principal' | 'jobRegistry' | 'submitJobFor'>;
