@@ -70,6 +70,13 @@ export interface DevnetOptions {
    * contracts; otherwise a fresh devnet is deployed into it. Delete the directory to start over.
    */
   stateDir?: string;
+  /**
+   * Whether start-up returns before anvil's KZG warm-up (its first blob transaction, ~3.5 s) is mined:
+   * the caller starts meanwhile (the all-in-one server, its services and workers), and a blob
+   * transaction sent before the warm-up is done waits for it inside anvil, as the first one would.
+   * `warmedUp` says when it is done. Default: false, start-up includes it.
+   */
+  warmUpInBackground?: boolean;
 }
 
 export interface Devnet {
@@ -83,6 +90,8 @@ export interface Devnet {
    * (`DEVNET_SETUP_VERSION`), discarded for a fresh one.
    */
   discardedStaleChain: boolean;
+  /** Settles once anvil's KZG setup is warm; rejects when the warm-up transaction failed (not after stop()). */
+  warmedUp: Promise<void>;
   /** Stops anvil (which writes its state), waits for it to exit and removes the description file; safe to call twice. */
   stop(): Promise<void>;
 }
@@ -125,8 +134,13 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
     ...(options.stateDir ? { statePath: join(options.stateDir, STATE_FILE) } : {}),
   });
   let descriptionWritten = false;
+  let stopping = false;
+  let warmedUp: Promise<void> = Promise.resolve();
   const stop = once(async () => {
+    stopping = true;
     await anvil.stop();
+    // A warm-up still in flight fails with anvil gone; that is no failure of the devnet.
+    await warmedUp.catch(() => {});
     if (descriptionWritten && options.descriptionPath)
       removeDevnetDescription(options.descriptionPath, anvil.pid);
   });
@@ -137,15 +151,17 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
   try {
     const accounts = assignDemoAccounts(anvil.accounts, walletCount);
     const warmUpAccount = anvil.accounts.at(-1) as AnvilAccount;
+    // From an account of its own, so it overlaps the deployment or the caller's start without nonce clashes.
+    warmedUp = warmUpKzg(anvil, warmUpAccount, options.blockTimeSeconds ? 250 : 25, () => stopping);
+    warmedUp.catch(() => {}); // awaited below or by the caller; never an unhandled rejection
+    const warmUp = options.warmUpInBackground ? Promise.resolve() : warmedUp;
     const live = { rpcUrl: anvil.rpcUrl, anvilPid: anvil.pid, blockTimeSeconds: options.blockTimeSeconds };
     let description: DevnetDescription;
     if (kept && (await provider.getCode(kept.contracts.jobRegistry)) !== '0x') {
       description = describeDevnet({ ...fromDescription(kept), ...live });
-      await warmUpKzg(provider, warmUpAccount);
+      await warmUp;
     } else {
       const owner = new DevWallet(accountWithRole(accounts, 'owner').privateKey, provider);
-      // Different senders, so the ~3.5 s warm-up overlaps the deployment and the accounts' set-up
-      // without nonce clashes.
       const [deployment] = await Promise.all([
         deployContracts(owner, {
           protocol: options.protocol,
@@ -155,7 +171,7 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
           await prepareAccounts(provider, deployed.jobRegistryAddress, accounts);
           return deployed;
         }),
-        warmUpKzg(provider, warmUpAccount),
+        warmUp,
       ]);
       description = describeDevnet({
         ...live,
@@ -182,6 +198,7 @@ export async function startDevnet(options: DevnetOptions = {}): Promise<Devnet> 
       descriptionPath: options.descriptionPath,
       resumed: kept !== undefined && description.contracts.jobRegistry === kept.contracts.jobRegistry,
       discardedStaleChain,
+      warmedUp,
       stop,
     };
   } catch (error) {
@@ -361,12 +378,27 @@ async function confirmed(
   return { mined };
 }
 
-/** anvil loads its KZG trusted setup on the first blob transaction (~3.5 s); pay that now. */
-async function warmUpKzg(provider: JsonRpcProvider, account: AnvilAccount): Promise<void> {
-  const wallet = new DevWallet(account.privateKey, provider);
-  const sent = await sendWithBlobs(wallet, { to: wallet.address }, 1);
-  const receipt = await sent.wait();
-  if (receipt?.status !== 1) throw new Error('the KZG warm-up blob transaction failed');
+/**
+ * anvil loads its KZG trusted setup on the first blob transaction (~3.5 s); pay that now. With a provider
+ * of its own: start-up destroys its provider when it returns, which may be before this is done.
+ */
+async function warmUpKzg(
+  anvil: { rpcUrl: string; chainId: number },
+  account: AnvilAccount,
+  pollingIntervalMs: number,
+  stopped: () => boolean,
+): Promise<void> {
+  const provider = createDevProvider(anvil.rpcUrl, anvil.chainId, { pollingIntervalMs });
+  try {
+    const wallet = new DevWallet(account.privateKey, provider);
+    const sent = await sendWithBlobs(wallet, { to: wallet.address }, 1);
+    const receipt = await sent.wait();
+    if (receipt?.status !== 1) throw new Error('the KZG warm-up blob transaction failed');
+  } catch (error) {
+    if (!stopped()) throw error;
+  } finally {
+    provider.destroy();
+  }
 }
 
 function once(action: () => Promise<void>): () => Promise<void> {

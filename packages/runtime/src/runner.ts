@@ -159,20 +159,28 @@ export async function runTarget(target: Target, options: RunOptions = {}): Promi
       dependencies.metrics = metrics.registry;
       metricsUrl = `http://${loopbackFor(runtime.METRICS_HOST)}:${metrics.port}/metrics`;
     }
-    if (needs.has('chain')) {
-      const chain = await openChain(runtime, stateDir, logger);
-      closers.push({ name: 'chain', close: chain.close });
-      dependencies.chain = chain.connection;
+    // The chain and the database open side by side (a devnet deploying while an embedded database
+    // initializes, on a first start); each one that opened is closed again if the other failed.
+    const [chain, database] = await Promise.allSettled([
+      needs.has('chain') ? openChain(runtime, stateDir, logger) : undefined,
+      needs.has('database')
+        ? openDatabase(runtime, {
+            embeddedDir: join(stateDir, 'postgres'),
+            createIfMissing: target.allInOne === true,
+            logger,
+          })
+        : undefined,
+    ]);
+    if (chain.status === 'fulfilled' && chain.value) {
+      closers.push({ name: 'chain', close: chain.value.close });
+      dependencies.chain = chain.value.connection;
     }
-    if (needs.has('database')) {
-      const database = await openDatabase(runtime, {
-        embeddedDir: join(stateDir, 'postgres'),
-        createIfMissing: target.allInOne === true,
-        logger,
-      });
-      closers.push({ name: 'database', close: database.close });
-      dependencies.database = database.connection;
+    if (database.status === 'fulfilled' && database.value) {
+      closers.push({ name: 'database', close: database.value.close });
+      dependencies.database = database.value.connection;
     }
+    if (chain.status === 'rejected') throw chain.reason;
+    if (database.status === 'rejected') throw database.reason;
     if (needs.has('store')) {
       const store = openStore(runtime, logger);
       closers.push({ name: 'store', close: () => store.close() });

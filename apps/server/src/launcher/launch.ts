@@ -18,8 +18,31 @@ import { StartUpProgress } from './start-up-stages.js';
 import { startUpSummary } from './summary.js';
 
 const checkout = fileURLToPath(new URL('../../../../', import.meta.url));
-const serverEntry = fileURLToPath(new URL('../main.ts', import.meta.url));
+// Compiled (scripts/start.mjs runs dist/start/launcher/launch.js, apps/server/scripts/bundle.mjs puts
+// main.js beside it) the server runs as JavaScript; from source, under tsx. `import.meta.filename` is where
+// this module runs from (the bundle rewrites `import.meta.url` to the source's location).
+const compiled = import.meta.filename.endsWith('.js');
+const serverEntry = join(import.meta.dirname, compiled ? '../main.js' : '../main.ts');
 const WARN = 40;
+/**
+ * A developer keeps `npm start` running all day, so the idle server is kept small (measured, resident
+ * memory: ~30 MB less for each of the first two, ~20 to 40 MB for the third): V8's young generation capped
+ * at 2 MB semi-spaces (it grows to 16 MB during start-up and keeps it); glibc's malloc held to two arenas
+ * instead of eight per core (the gRPC, PGlite and libuv threads each got one); and blocks of 128 KiB and
+ * more mapped on their own, so that freeing them returns them (by default the threshold rises to 32 MiB
+ * once the embedded database frees its first large blocks, and what start-up freed stays resident). The
+ * environment still wins for the MALLOC_ settings. `--expose-gc`: main.ts collects the start-up's garbage.
+ * `--liftoff-only`: WebAssembly (PGlite's PostgreSQL, Prisma's query compiler) stays on V8's baseline
+ * compiler; optimizing PostgreSQL's hot functions cost ~50 MB and CPU that a local database never earned
+ * back (measured: PGlite opens in 0.35 s instead of 0.6 s and runs 4,000 small queries in 1.2 s instead of
+ * 2.4 s).
+ */
+const SERVER_NODE_OPTIONS: readonly string[] = ['--max-semi-space-size=2', '--expose-gc', '--liftoff-only'];
+const SERVER_ENV = {
+  MALLOC_ARENA_MAX: '2',
+  MALLOC_MMAP_THRESHOLD_: '131072',
+  MALLOC_TRIM_THRESHOLD_: '131072',
+};
 
 const args = process.argv.slice(2);
 const showAllLogs = args.includes('--logs');
@@ -56,11 +79,10 @@ const progress = new StartUpProgress();
 spinner.start(progress.current?.title);
 const server = spawn(
   process.execPath,
-  // tsx by its location: a bare `--import tsx` would resolve from the working directory.
   [
-    '--conditions=@svc/source',
-    '--import',
-    import.meta.resolve('tsx'),
+    ...SERVER_NODE_OPTIONS,
+    // tsx by its location: a bare `--import tsx` would resolve from the working directory.
+    ...(compiled ? [] : ['--conditions=@svc/source', '--import', import.meta.resolve('tsx')]),
     serverEntry,
     '--target',
     'all',
@@ -68,7 +90,7 @@ const server = spawn(
   ],
   {
     cwd: process.cwd(),
-    env: { ...process.env, STATE_DIR: stateDir },
+    env: { ...SERVER_ENV, ...process.env, STATE_DIR: stateDir },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   },

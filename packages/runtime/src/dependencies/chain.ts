@@ -64,7 +64,12 @@ export async function openChain(
     descriptionPath,
     stateDir: join(stateDir, 'chain'),
     ...(settings.CHAIN_ID !== undefined ? { chainId: settings.CHAIN_ID } : {}),
+    // The services start while anvil loads its KZG setup (~3.5 s); the first blob transaction waits for it.
+    warmUpInBackground: true,
   });
+  devnet.warmedUp.catch((error: unknown) =>
+    logger.warn({ err: error }, 'the devnet KZG warm-up failed: the first blob transaction loads the setup'),
+  );
   if (devnet.discardedStaleChain)
     logger.warn(
       { stateDir },

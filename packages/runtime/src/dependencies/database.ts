@@ -33,7 +33,7 @@ export async function openDatabase(
     return { connection: { kind: 'server', url: settings.DATABASE_URL }, close: async () => {} };
   }
   mkdirSync(options.embeddedDir, { recursive: true });
-  const pglite = await PGlite.create({ dataDir: options.embeddedDir });
+  const pglite = await PGlite.create({ dataDir: options.embeddedDir, startParams: EMBEDDED_START_PARAMS });
   options.logger.info(
     { dataDir: options.embeddedDir },
     'DATABASE_URL is unset: using the embedded PostgreSQL (PGlite) in this process',
@@ -43,6 +43,13 @@ export async function openDatabase(
     close: () => pglite.close(),
   };
 }
+
+/**
+ * PGlite's own settings, with a smaller buffer cache: PostgreSQL's 128 MB default (PGlite's, 160 MB) is
+ * touched in full inside the WebAssembly memory, which never shrinks, and a local database of keys and
+ * usage fits in 16 MB many times over (measured: about 120 MB less resident memory, `npm start` idle).
+ */
+const EMBEDDED_START_PARAMS = [...PGlite.defaultStartParams, '-c', 'shared_buffers=16MB'];
 
 async function createDatabaseIfMissing(url: string): Promise<void> {
   const target = new URL(url);
