@@ -100,6 +100,7 @@ async function startSteps(
     guards: settings.guards,
     coalesceMs: settings.coalesceMs,
     maxDeltaChars: settings.maxDeltaChars,
+    ...(settings.pending ? { pending: settings.pending } : {}),
     logger,
   });
   const earnings = await EarningsCollector.open({
@@ -163,6 +164,7 @@ async function startSteps(
   if (settings.sessionSweepIntervalMs > 0) idleSessions.start();
   started.push(() => idleSessions.stop());
   let draining = false;
+  const pendingStop = new AbortController();
   const link = deps.link
     ? new WorkerLink({
         ...deps.link,
@@ -178,7 +180,24 @@ async function startSteps(
           freeSessionSlots: claimer.freeSessionSlots,
           heldSessions: claimer.heldSessionIds,
         }),
-        hints: intake.fromLink,
+        hints: {
+          ...intake.fromLink,
+          // Started before inclusion; the chain's announcement of the job then joins this run.
+          pendingJob: async (offer) => {
+            if (draining) return false;
+            const taken = await runner.offerPending(offer, pendingStop.signal);
+            if (!taken.accepted) return false;
+            void taken.outcome.then(
+              (outcome) => {
+                metrics.jobFinished(outcome);
+                if (outcome === 'completed') return earnings.noteCompleted(offer.jobId);
+                return undefined;
+              },
+              (error: unknown) => logger.error({ err: error }, 'pending job could not be handled'),
+            );
+            return true;
+          },
+        },
       })
     : undefined;
   if (link) {
@@ -220,6 +239,7 @@ async function startSteps(
     stop: async () => {
       await idleSessions.stop();
       await follower.stop();
+      pendingStop.abort(new Error('the worker is stopping'));
       await scheduler.abort();
       await earnings.stop();
       await link?.stop();

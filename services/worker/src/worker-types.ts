@@ -8,7 +8,7 @@ import type { WorkerMetrics } from './health/worker-metrics.js';
 import type { AnswerChannel } from './jobs/answer-channel.js';
 import type { FinalAnswerJournal } from './jobs/final-answer-journal.js';
 import type { IdleSessionCloser } from './sessions/idle-session-closer.js';
-import type { JobDeadlineGuards } from './jobs/job-runner.js';
+import type { JobDeadlineGuards, PendingJobBounds } from './jobs/job-runner.js';
 import type { WorkerLink } from './link/worker-link.js';
 import type { ModelBackend } from './model/model-backend.js';
 import type { RegistrationOutcome } from './registration/worker-registration.js';
@@ -37,6 +37,8 @@ export interface WorkerSettings {
   readonly withdrawThresholdWei: bigint;
   /** How often ripe jobs are released; 0 leaves it to explicit `earnings.collect()` calls. */
   readonly releaseIntervalMs: number;
+  /** Bounds on jobs started before they are mined; `DEFAULT_PENDING_JOB_BOUNDS` when omitted. */
+  readonly pending?: PendingJobBounds;
 }
 
 export interface WorkerDependencies {

@@ -15,10 +15,17 @@ export interface SignedFinalAnswer {
   readonly signature: string;
   /** What `completeJob` commits: keccak256 of the frame (unless a test fault asked otherwise). */
   readonly commitHash: string;
-  /** The job's deadline on chain (unix seconds). */
+  /** The job's deadline on chain (unix seconds); for an answer made before inclusion, when to forget it. */
   readonly deadline: number;
   readonly committed: boolean;
   readonly acknowledged: boolean;
+  /**
+   * For an answer made before its job was mined (a pending job): the prompt blob's versioned hash it
+   * answers. It is committed only for a job on chain with this very blob, never for a replacement.
+   */
+  readonly promptBlobHash?: string;
+  /** Made before inclusion and the job not yet seen on chain. */
+  readonly pending?: boolean;
 }
 
 interface StoredFinalAnswer {
@@ -33,6 +40,8 @@ interface StoredFinalAnswer {
   deadline: number;
   committed: boolean;
   acknowledged: boolean;
+  promptBlobHash?: string;
+  pending?: boolean;
 }
 
 const SUFFIX = '.final.json';
@@ -120,6 +129,8 @@ function toStored(answer: SignedFinalAnswer): StoredFinalAnswer {
     deadline: answer.deadline,
     committed: answer.committed,
     acknowledged: answer.acknowledged,
+    ...(answer.promptBlobHash !== undefined ? { promptBlobHash: answer.promptBlobHash } : {}),
+    ...(answer.pending ? { pending: true } : {}),
   };
 }
 
@@ -135,5 +146,7 @@ function fromStored(stored: StoredFinalAnswer): SignedFinalAnswer {
     deadline: stored.deadline,
     committed: stored.committed,
     acknowledged: stored.acknowledged,
+    ...(stored.promptBlobHash !== undefined ? { promptBlobHash: stored.promptBlobHash } : {}),
+    ...(stored.pending ? { pending: true } : {}),
   };
 }

@@ -8,6 +8,7 @@ import {
   signFinalAnswer,
   type ChainClient,
   type Job,
+  type Prompt,
   type TypedDataSigner,
 } from '@svc/chain';
 import type { Logger } from '@svc/platform';
@@ -20,6 +21,12 @@ import type { AnswerChannel } from './answer-channel.js';
 import { streamAnswer, type StreamedAnswer } from './answer-stream.js';
 import type { FinalAnswerJournal, SignedFinalAnswer } from './final-answer-journal.js';
 import { JobRefusedError } from './job-refusal.js';
+import {
+  checkPendingJob,
+  PendingJobRejectedError,
+  UnconfirmedWork,
+  type PendingJobOffer,
+} from './pending-job-check.js';
 import type { PromptReader } from './prompt-reader.js';
 
 const COMMIT_TRIES = 5;
@@ -34,7 +41,26 @@ export interface JobAssignment {
   readonly blockNumber: number;
 }
 
-export type JobOutcome = 'completed' | 'failed' | 'not-ours' | 'abandoned';
+export type JobOutcome = 'completed' | 'failed' | 'not-ours' | 'abandoned' | 'not-mined' | 'replaced';
+
+/** Bounds on work started before a job is mined (docs/protocol.md, Starting before inclusion). */
+export interface PendingJobBounds {
+  /** Blocks after the offer within which the job must be mined; then the worker gives up and reports. */
+  readonly maxBlocks: number;
+  /** Unconfirmed jobs at once over the link (one per session in any case). */
+  readonly perLink: number;
+  /** How often the chain is asked whether the job landed. */
+  readonly pollMs: number;
+  /** How long an answer made for a job that never landed is kept, should it land late (seconds). */
+  readonly keepSeconds: number;
+}
+
+export const DEFAULT_PENDING_JOB_BOUNDS: PendingJobBounds = {
+  maxBlocks: 5,
+  perLink: 2,
+  pollMs: 250,
+  keepSeconds: 900,
+};
 
 export interface JobDeadlineGuards {
   /** A job with less time than this until its deadline is failed at once instead of started. */
@@ -59,6 +85,7 @@ export interface JobRunnerOptions {
   readonly guards: JobDeadlineGuards;
   readonly coalesceMs: number;
   readonly maxDeltaChars: number;
+  readonly pending?: PendingJobBounds;
   readonly logger: Logger;
 }
 
@@ -69,9 +96,171 @@ export interface JobRunnerOptions {
  */
 export class JobRunner {
   readonly #options: JobRunnerOptions;
+  readonly #bounds: PendingJobBounds;
+  readonly #unconfirmed: UnconfirmedWork;
+  /** Jobs started before inclusion: the chain's announcement of one joins it instead of starting again. */
+  readonly #pending = new Map<bigint, Promise<JobOutcome>>();
 
   constructor(options: JobRunnerOptions) {
     this.#options = options;
+    this.#bounds = options.pending ?? DEFAULT_PENDING_JOB_BOUNDS;
+    this.#unconfirmed = new UnconfirmedWork({ perLink: this.#bounds.perLink });
+  }
+
+  /** Unconfirmed jobs running now. */
+  get unconfirmedJobs(): number {
+    return this.#unconfirmed.size;
+  }
+
+  /**
+   * Takes on a job handed over at broadcast, before it is mined (docs/protocol.md, Starting before
+   * inclusion): checks it without the block, then answers it at once. Resolves `accepted` false (and
+   * the reason) when it is refused, before anything is generated; `outcome` resolves once the job was
+   * committed, given up (`not-mined`) or found replaced by another blob (`replaced`).
+   */
+  async offerPending(
+    offer: PendingJobOffer,
+    signal: AbortSignal,
+  ): Promise<{ accepted: true; outcome: Promise<JobOutcome> } | { accepted: false; reason: string }> {
+    const { chain, worker, chainId, vault, prompts } = this.#options;
+    let prompt: Prompt;
+    let checked;
+    try {
+      if (this.#pending.has(offer.jobId))
+        throw new PendingJobRejectedError('bound_reached', 'already pending');
+      // Mined already (or a job of that id exists): the chain's announcement runs it as usual.
+      const onChain = await chain.getJob(offer.jobId);
+      if (onChain.state !== JobState.None) return { accepted: false, reason: 'already_on_chain' };
+      if (await this.#options.journal.get(offer.jobId, offer.attempt))
+        return { accepted: false, reason: 'already_answered' };
+      checked = await checkPendingJob(offer, {
+        chainId,
+        jobRegistry: chain.addresses.jobRegistry,
+        worker,
+        getSession: (id) => chain.getSession(id),
+        principalOf: (account) => chain.principalOf(account),
+        isDelegateAuthorized: (user, delegate) => chain.isDelegateAuthorized(user, delegate),
+      });
+      const keyPair = await vault.get(checked.sessionId);
+      if (!keyPair) throw new JobRefusedError('no_session_key', 'this worker holds no key for the session');
+      prompt = prompts.open(offer.blob, checked.sessionId, checked.session, keyPair);
+      this.#unconfirmed.take(checked.jobId, checked.sessionId);
+    } catch (error) {
+      if (error instanceof PendingJobRejectedError || error instanceof JobRefusedError) {
+        this.#options.logger.warn(
+          { jobId: offer.jobId.toString(), reason: error.reason },
+          'pending job refused',
+        );
+        return { accepted: false, reason: error.reason };
+      }
+      throw error;
+    }
+    const target = checked;
+    const outcome = this.#runPending(target, prompt, signal).finally(() => {
+      this.#unconfirmed.release(target.jobId);
+      this.#pending.delete(target.jobId);
+    });
+    this.#pending.set(target.jobId, outcome);
+    return { accepted: true, outcome };
+  }
+
+  async #runPending(
+    target: { jobId: bigint; sessionId: bigint; promptBlobHash: string },
+    prompt: Prompt,
+    signal: AbortSignal,
+  ): Promise<JobOutcome> {
+    const { chain, logger: parent } = this.#options;
+    const logger = parent.child({ jobId: target.jobId.toString(), attempt: 1, pending: true });
+    const startBlock = await chain.provider.getBlockNumber();
+    const giveUp = new AbortController();
+    const landed = this.#awaitInclusion(target.jobId, startBlock, AbortSignal.any([signal, giveUp.signal]));
+    const forgetAt = (await chainTimeNow(chain.provider)) + this.#bounds.keepSeconds;
+    let answer: SignedFinalAnswer | undefined;
+    const answering = this.#answer(
+      { ...target, attempt: 1, deadline: forgetAt, pending: true },
+      prompt,
+      AbortSignal.any([signal, giveUp.signal]),
+    ).then(
+      (made) => (answer = made),
+      (error: unknown) => {
+        logger.warn({ err: error }, 'answering a pending job failed');
+        return undefined;
+      },
+    );
+    const job = await landed;
+    if (!job) {
+      // Not mined within the bound: stop, report, keep any signed answer for a late landing of this blob.
+      giveUp.abort(new Error('the job was not mined in time'));
+      await answering;
+      logger.warn({ maxBlocks: this.#bounds.maxBlocks }, 'pending job not mined; given up');
+      this.#options.channel().sendError(target.jobId, 1, 'not_mined');
+      return 'not-mined';
+    }
+    // On chain now: generation stops in time for `completeJob`, as for any job.
+    const secondsLeft = job.deadline - (await chainTimeNow(chain.provider));
+    const stopTimer = setTimeout(
+      () => giveUp.abort(new Error('the deadline is near')),
+      Math.max(secondsLeft - this.#options.guards.commitMarginSeconds, 0) * 1000,
+    );
+    try {
+      await answering;
+    } finally {
+      clearTimeout(stopTimer);
+    }
+    if (!answer) {
+      // The model failed; the job is on chain now, so it is failed like any other.
+      if (isOurs(job, this.#options.worker) && job.attempt === 1) {
+        this.#options.channel().sendError(job.jobId, job.attempt, 'model_failed');
+        await this.#fail(job);
+      }
+      return 'failed';
+    }
+    return this.#commitLanded(answer, job);
+  }
+
+  /** The job of a pending answer is on chain: commit it only for the very blob it answered. */
+  async #commitLanded(answer: SignedFinalAnswer, job: Job): Promise<JobOutcome> {
+    const { journal } = this.#options;
+    if (!isOurs(job, this.#options.worker) || job.attempt !== answer.attempt) {
+      await journal.remove(answer.jobId, answer.attempt);
+      return 'not-ours';
+    }
+    if (job.promptBlobHash.toLowerCase() !== answer.promptBlobHash?.toLowerCase()) {
+      // A replacement with another prompt landed under the same id: this answer is not its answer, and
+      // a second final for the same attempt is never signed. The job is failed (so it can be reassigned).
+      this.#options.logger.warn({ jobId: job.jobId.toString() }, 'pending job replaced by another blob');
+      await journal.remove(answer.jobId, answer.attempt);
+      this.#options.channel().sendError(job.jobId, job.attempt, 'replaced');
+      await this.#fail(job);
+      return 'replaced';
+    }
+    const confirmed: SignedFinalAnswer = { ...answer, deadline: job.deadline, pending: false };
+    await journal.save(confirmed);
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return await this.commit(confirmed);
+      } catch (error) {
+        if (attempt >= COMMIT_TRIES) throw error;
+        await sleep(COMMIT_RETRY_DELAY_MS);
+      }
+    }
+  }
+
+  /** The job once it is on chain, or undefined after `maxBlocks` blocks without it (or an abort). */
+  async #awaitInclusion(jobId: bigint, startBlock: number, signal: AbortSignal): Promise<Job | undefined> {
+    const { chain } = this.#options;
+    while (!signal.aborted) {
+      const job = await chain.getJob(jobId);
+      if (job.state !== JobState.None) return job;
+      const block = await chain.provider.getBlockNumber();
+      if (block - startBlock >= this.#bounds.maxBlocks) return undefined;
+      try {
+        await sleep(this.#bounds.pollMs, undefined, { signal });
+      } catch {
+        return undefined;
+      }
+    }
+    return undefined;
   }
 
   /** Fails a job this worker will not start (no free slot, draining), if it is still ours to fail. */
@@ -86,11 +275,16 @@ export class JobRunner {
 
   async run(assignment: JobAssignment, signal: AbortSignal): Promise<JobOutcome> {
     const { chain, worker, journal } = this.#options;
+    // Started before inclusion: that run commits it (or refuses a replacement).
+    const pending = this.#pending.get(assignment.jobId);
+    if (pending) return pending;
     const job = await chain.getJob(assignment.jobId);
     if (job.state !== JobState.Submitted || job.worker.toLowerCase() !== worker.toLowerCase())
       return 'not-ours';
     const saved = await journal.get(job.jobId, job.attempt);
-    // A final answer already made for this attempt is committed as it is, never regenerated.
+    // A final answer already made for this attempt is committed as it is, never regenerated (one made
+    // before inclusion only for the blob it answered).
+    if (saved?.pending) return this.#commitLanded(saved, job);
     if (saved) return this.commit(saved);
     const logger = this.#options.logger.child({ jobId: job.jobId.toString(), attempt: job.attempt });
     let answer: SignedFinalAnswer;
@@ -120,6 +314,13 @@ export class JobRunner {
   async commit(answer: SignedFinalAnswer): Promise<JobOutcome> {
     const { chain, transactions, journal } = this.#options;
     const now = await chainTimeNow(chain.provider);
+    if (answer.pending) {
+      // Made before inclusion: committed once its job lands (with its blob), forgotten after a while.
+      const job = await chain.getJob(answer.jobId);
+      if (job.state !== JobState.None) return this.#commitLanded(answer, job);
+      if (now > answer.deadline) await journal.remove(answer.jobId, answer.attempt);
+      return 'abandoned';
+    }
     // The next block is at least a second later, and `completeJob` reverts past the deadline.
     if (now + 1 > answer.deadline) {
       const job = await chain.getJob(answer.jobId);
@@ -162,15 +363,39 @@ export class JobRunner {
     const prompt = await this.#options.prompts.read(job, session, keyPair, assignment.blockNumber);
 
     const stopAt = (secondsLeft - guards.commitMarginSeconds) * 1000;
-    const generation = AbortSignal.any([signal, AbortSignal.timeout(Math.max(stopAt, 0))]);
+    return this.#answer(
+      { jobId: job.jobId, attempt: job.attempt, sessionId: job.sessionId, deadline: job.deadline },
+      prompt,
+      AbortSignal.any([signal, AbortSignal.timeout(Math.max(stopAt, 0))]),
+    );
+  }
+
+  /**
+   * Runs the model on the prompt, streaming sealed deltas, then signs the final, saves it durably and
+   * sends it. The final is bound to the job, attempt and session (never the blob: see
+   * {@link runPending} for how an answer made before inclusion is kept off a replacement).
+   */
+  async #answer(
+    target: {
+      jobId: bigint;
+      attempt: number;
+      sessionId: bigint;
+      deadline: number;
+      promptBlobHash?: string;
+      pending?: boolean;
+    },
+    prompt: Prompt,
+    generation: AbortSignal,
+  ): Promise<SignedFinalAnswer> {
+    const { chain } = this.#options;
     const channel = this.#options.channel();
     let streamed: StreamedAnswer;
     try {
       streamed = await streamAnswer(
         this.#options.model.generate({ model: prompt.model, messages: prompt.messages, signal: generation }),
         {
-          jobId: job.jobId,
-          attempt: job.attempt,
+          jobId: target.jobId,
+          attempt: target.attempt,
           replyKey: prompt.replyKey,
           onDelta: (delta) => channel.sendDelta(delta),
           coalesceMs: this.#options.coalesceMs,
@@ -180,30 +405,32 @@ export class JobRunner {
     } catch (error) {
       throw new JobRefusedError('model_failed', 'the model did not finish the answer', { cause: error });
     }
-    const position = { jobId: job.jobId, attempt: job.attempt, seq: streamed.deltas };
+    const position = { jobId: target.jobId, attempt: target.attempt, seq: streamed.deltas };
     const frame = encryptAnswerFrame(AnswerFrameKind.Final, streamed.text, prompt.replyKey, position);
     // The attempt and session as the chain holds them: a final of an attempt that missed its deadline
     // must not be usable against a later attempt this worker answers honestly.
     const binding = {
       chainId: this.#options.chainId,
       jobRegistry: chain.addresses.jobRegistry,
-      jobId: job.jobId,
-      attempt: job.attempt,
-      sessionId: job.sessionId,
+      jobId: target.jobId,
+      attempt: target.attempt,
+      sessionId: target.sessionId,
     };
     const answer: SignedFinalAnswer = {
-      jobId: job.jobId,
-      attempt: job.attempt,
-      sessionId: job.sessionId,
+      jobId: target.jobId,
+      attempt: target.attempt,
+      sessionId: target.sessionId,
       seq: streamed.deltas,
       frame,
       signature: await signFinalAnswer(this.#options.signer, binding, frame),
       commitHash: streamed.commitMismatchedHash
-        ? keccak256(toUtf8Bytes(`mismatched commitment of job ${job.jobId}`))
+        ? keccak256(toUtf8Bytes(`mismatched commitment of job ${target.jobId}`))
         : responseHashOf(frame),
-      deadline: job.deadline,
+      deadline: target.deadline,
       committed: false,
       acknowledged: false,
+      ...(target.promptBlobHash !== undefined ? { promptBlobHash: target.promptBlobHash } : {}),
+      ...(target.pending ? { pending: true } : {}),
     };
     // Durable before it leaves the process: after a crash it is re-sent and committed, not remade.
     await this.#options.journal.save(answer);
@@ -223,6 +450,10 @@ export class JobRunner {
       );
     }
   }
+}
+
+function isOurs(job: Job, worker: string): boolean {
+  return job.state === JobState.Submitted && job.worker.toLowerCase() === worker.toLowerCase();
 }
 
 function isOurCommitment(job: Job, answer: SignedFinalAnswer): boolean {

@@ -37,6 +37,11 @@ export class PromptReader {
 
   async read(job: Job, session: Session, keyPair: SessionKeyPair, blockNumber: number): Promise<Prompt> {
     const blob = await this.#fetch(job.promptBlobHash, blockNumber);
+    return this.open(blob, job.sessionId, session, keyPair);
+  }
+
+  /** From a blob already in hand (a pending job's sidecar) to the conversation; refuses as {@link read}. */
+  open(blob: Uint8Array, sessionId: bigint, session: Session, keyPair: SessionKeyPair): Prompt {
     let wire: Uint8Array;
     try {
       wire = decodeBlob(blob);
@@ -50,7 +55,7 @@ export class PromptReader {
       prompt = openPrompt(wire, keyPair, {
         chainId: this.#options.chainId,
         jobRegistry: this.#options.jobRegistry,
-        sessionId: job.sessionId,
+        sessionId,
       });
     } catch (error) {
       throw new JobRefusedError('undecryptable_prompt', 'the prompt does not open with the session key', {

@@ -61,6 +61,12 @@ const ERROR_REASONS: Record<JobRefusalReason, JobErrorReason> = {
   internal_error: JobErrorReason.UNSPECIFIED,
 };
 
+/** Why a job handed over before inclusion was given up (docs/protocol.md, Starting before inclusion). */
+const PENDING_ERROR_REASONS: Record<string, JobErrorReason> = {
+  not_mined: JobErrorReason.NOT_MINED,
+  replaced: JobErrorReason.REPLACED,
+};
+
 export function jobErrorFrame(jobId: bigint, attempt: number, reason: string): LinkRequest {
   return {
     frame: {
@@ -68,7 +74,10 @@ export function jobErrorFrame(jobId: bigint, attempt: number, reason: string): L
       value: {
         jobId: jobId.toString(),
         attempt,
-        reason: ERROR_REASONS[reason as JobRefusalReason] ?? JobErrorReason.UNSPECIFIED,
+        reason:
+          ERROR_REASONS[reason as JobRefusalReason] ??
+          PENDING_ERROR_REASONS[reason] ??
+          JobErrorReason.UNSPECIFIED,
         detail: reason,
       },
     },

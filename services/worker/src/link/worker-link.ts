@@ -18,6 +18,7 @@ import {
 import type { AnswerChannel } from '../jobs/answer-channel.js';
 import type { DeltaFrame } from '../jobs/answer-stream.js';
 import type { FinalAnswerJournal, SignedFinalAnswer } from '../jobs/final-answer-journal.js';
+import type { PendingJobOffer } from '../jobs/pending-job-check.js';
 import { chunkFrame, finalFrame, helloFrame, jobErrorFrame, type LinkRequest } from './link-frames.js';
 
 /**
@@ -41,6 +42,8 @@ export interface LinkOffer {
 export interface LinkHintHandlers {
   sessionOpened(sessionId: bigint): Promise<boolean>;
   jobSubmitted(jobId: bigint, sessionId: bigint, blockNumber: number): Promise<boolean>;
+  /** A submission handed over at broadcast, before it is mined; declined when unset. */
+  pendingJob?(offer: PendingJobOffer): Promise<boolean>;
 }
 
 export interface WorkerLinkOptions {
@@ -185,6 +188,7 @@ export class WorkerLink implements AnswerChannel {
           }
           case 'sessionOpened':
           case 'jobSubmitted':
+          case 'pendingJob':
             void this.#answerHint(outbound, frame);
             break;
           case 'finalAck':
@@ -283,19 +287,28 @@ export class WorkerLink implements AnswerChannel {
 
   async #answerHint(
     outbound: AsyncQueue<LinkRequest>,
-    frame: Extract<ConnectResponse['frame'], { case: 'sessionOpened' | 'jobSubmitted' }>,
+    frame: Extract<ConnectResponse['frame'], { case: 'sessionOpened' | 'jobSubmitted' | 'pendingJob' }>,
   ): Promise<void> {
     const { hints, logger } = this.#options;
     let accepted = false;
     try {
-      accepted =
-        frame.case === 'sessionOpened'
-          ? await hints.sessionOpened(BigInt(frame.value.sessionId))
-          : await hints.jobSubmitted(
-              BigInt(frame.value.jobId),
-              BigInt(frame.value.sessionId),
-              Number(frame.value.blockNumber),
-            );
+      if (frame.case === 'sessionOpened') accepted = await hints.sessionOpened(BigInt(frame.value.sessionId));
+      else if (frame.case === 'jobSubmitted')
+        accepted = await hints.jobSubmitted(
+          BigInt(frame.value.jobId),
+          BigInt(frame.value.sessionId),
+          Number(frame.value.blockNumber),
+        );
+      else if (hints.pendingJob)
+        accepted = await hints.pendingJob({
+          jobId: BigInt(frame.value.jobId),
+          sessionId: BigInt(frame.value.sessionId),
+          attempt: frame.value.attempt,
+          rawTransaction: frame.value.rawTransaction,
+          blob: frame.value.blob,
+          commitment: frame.value.kzgCommitment,
+          proof: frame.value.kzgProof,
+        });
     } catch (error) {
       logger.warn({ err: error, hint: frame.case }, 'worker link hint could not be handled');
     }

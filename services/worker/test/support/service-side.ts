@@ -1,7 +1,9 @@
-import { getBytes, parseEther, type Wallet } from 'ethers';
+import { getBytes, parseEther, Transaction, type Wallet } from 'ethers';
 import {
   ChainClient,
   JobState,
+  blobSidecarOf,
+  type BlobSidecar,
   SessionState,
   encodeBlob,
   encodePromptPlaintext,
@@ -19,6 +21,22 @@ export interface SubmittedJob {
   sessionId: bigint;
   replyKey: Uint8Array;
   messages: PromptMessage[];
+}
+
+export interface SignedSubmission extends SubmittedJob {
+  readonly hash: string;
+  /** The transaction with its sidecar, as sent to a node. */
+  readonly networkForm: string;
+  /** The signed transaction without its sidecar. */
+  readonly rawTransaction: Uint8Array;
+  readonly sidecar: BlobSidecar;
+}
+
+/** The signed transaction without the sidecar (the form whose hash is the transaction hash). */
+function canonicalForm(networkForm: string): string {
+  const tx = Transaction.from(networkForm);
+  tx.blobs = null;
+  return tx.serialized;
 }
 
 export type PromptBlob =
@@ -105,6 +123,66 @@ export class ServiceSide {
       .map((entry) => registry.interface.parseLog(entry))
       .find((parsed) => parsed?.name === 'JobSubmitted');
     return { jobId: log!.args.jobId as bigint, sessionId, replyKey, messages };
+  }
+
+  /**
+   * Signs, without sending, a `submitJobFor` blob transaction carrying a real encrypted prompt: what the
+   * orchestrator hands a worker at broadcast. `nonce` makes a replacement of an earlier one.
+   */
+  async signSubmission(
+    sessionId: bigint,
+    model: string,
+    messages: PromptMessage[],
+    options: { nonce?: number; jobId?: bigint; tip?: bigint } = {},
+  ): Promise<SignedSubmission> {
+    const replyKey = generateReplyKey();
+    const publicKey = getBytes((await this.chain.getSession(sessionId)).publicKey);
+    const plaintext = encodePromptPlaintext({ model, messages, replyKey });
+    const wire = encryptPrompt(plaintext, publicKey, {
+      chainId: this.#chainId,
+      jobRegistry: this.#deployment.jobRegistryAddress,
+      sessionId,
+    });
+    const sidecar = blobSidecarOf(wire);
+    const registry = this.#registry;
+    const jobId = options.jobId ?? (await registry.nextJobId(sessionId));
+    const fee = await this.chain.jobFee(modelIdOf(model));
+    const request = await registry.submitJobFor.populateTransaction(
+      this.#owner.address,
+      sessionId,
+      jobId,
+      fee,
+    );
+    const provider = this.#owner.provider!;
+    const nonce = options.nonce ?? (await provider.getTransactionCount(this.#owner.address, 'pending'));
+    const tip = options.tip ?? 2_000_000_000n;
+    const signed = await this.#owner.signTransaction({
+      ...request,
+      type: 3,
+      chainId: this.#chainId,
+      nonce,
+      gasLimit: 600_000n,
+      maxPriorityFeePerGas: tip,
+      maxFeePerGas: 100_000_000_000n + tip,
+      maxFeePerBlobGas: 10_000_000_000n,
+      blobs: [{ data: sidecar.data, commitment: sidecar.commitment, proof: sidecar.proof }],
+    });
+    const parsed = Transaction.from(signed);
+    return {
+      jobId,
+      sessionId,
+      replyKey,
+      messages,
+      hash: parsed.hash!,
+      networkForm: signed,
+      rawTransaction: getBytes(canonicalForm(signed)),
+      sidecar,
+    };
+  }
+
+  /** Sends a signed submission (with its sidecar) to the node's pool. */
+  async broadcast(submission: SignedSubmission): Promise<void> {
+    await this.#owner.provider!.broadcastTransaction(submission.networkForm);
   }
 
   async closeSession(sessionId: bigint): Promise<void> {

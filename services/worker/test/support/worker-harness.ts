@@ -11,6 +11,7 @@ import type { SignedFinalAnswer } from '../../src/jobs/final-answer-journal.js';
 import { DeterministicModel } from '../../src/model/index.js';
 import type { ModelBackend } from '../../src/model/model-backend.js';
 import { startWorker, type RunningWorker, type WorkerSettings } from '../../src/service.js';
+import type { WorkerLinkSettings } from '../../src/worker-types.js';
 import { MODEL, OTHER_MODEL } from './models.js';
 
 export const TEST_PASSWORD = 'worker test password';
@@ -91,6 +92,7 @@ export async function startTestWorker(
     dataDir: string;
     model?: ModelBackend;
     settings?: Partial<WorkerSettings>;
+    link?: WorkerLinkSettings;
   },
 ): Promise<TestWorker> {
   const channel = new RecordingChannel();
@@ -108,6 +110,7 @@ export async function startTestWorker(
     workerRegistryAddress: devnet.deployment.workerRegistryAddress,
     blobSource: new AnvilBlobSource({ rpcUrl: devnet.anvil.rpcUrl }),
     model: options.model ?? deterministicModel(),
+    ...(options.link ? { link: options.link } : {}),
     logger: createLogger({ service: 'worker-test', level: process.env.TEST_LOG_LEVEL ?? 'fatal' }),
   });
   worker.setAnswerChannel(channel);

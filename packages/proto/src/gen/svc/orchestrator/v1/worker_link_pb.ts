@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file svc/orchestrator/v1/worker_link.proto.
  */
 export const file_svc_orchestrator_v1_worker_link: GenFile = /*@__PURE__*/
-  fileDesc("CiVzdmMvb3JjaGVzdHJhdG9yL3YxL3dvcmtlcl9saW5rLnByb3RvEhNzdmMub3JjaGVzdHJhdG9yLnYxIqADCg5Db25uZWN0UmVxdWVzdBIxCgVoZWxsbxgBIAEoCzIgLnN2Yy5vcmNoZXN0cmF0b3IudjEuV29ya2VySGVsbG9IABJEChJjaGFsbGVuZ2VfcmVzcG9uc2UYAiABKAsyJi5zdmMub3JjaGVzdHJhdG9yLnYxLkNoYWxsZW5nZVJlc3BvbnNlSAASOQoJaGVhcnRiZWF0GAMgASgLMiQuc3ZjLm9yY2hlc3RyYXRvci52MS5Xb3JrZXJIZWFydGJlYXRIABIxCgVjaHVuaxgEIAEoCzIgLnN2Yy5vcmNoZXN0cmF0b3IudjEuQW5zd2VyQ2h1bmtIABI4CgxmaW5hbF9hbnN3ZXIYBSABKAsyIC5zdmMub3JjaGVzdHJhdG9yLnYxLkZpbmFsQW5zd2VySAASMgoJam9iX2Vycm9yGAYgASgLMh0uc3ZjLm9yY2hlc3RyYXRvci52MS5Kb2JFcnJvckgAEjAKCGhpbnRfYWNrGAcgASgLMhwuc3ZjLm9yY2hlc3RyYXRvci52MS5IaW50QWNrSABCBwoFZnJhbWUivwMKD0Nvbm5lY3RSZXNwb25zZRI3CgljaGFsbGVuZ2UYASABKAsyIi5zdmMub3JjaGVzdHJhdG9yLnYxLkxpbmtDaGFsbGVuZ2VIABIzCgd3ZWxjb21lGAIgASgLMiAuc3ZjLm9yY2hlc3RyYXRvci52MS5MaW5rV2VsY29tZUgAEkAKDnNlc3Npb25fb3BlbmVkGAMgASgLMiYuc3ZjLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uT3BlbmVkSGludEgAEj4KDWpvYl9zdWJtaXR0ZWQYBCABKAsyJS5zdmMub3JjaGVzdHJhdG9yLnYxLkpvYlN1Ym1pdHRlZEhpbnRIABI+CglmaW5hbF9hY2sYBSABKAsyKS5zdmMub3JjaGVzdHJhdG9yLnYxLkZpbmFsQWNrbm93bGVkZ2VtZW50SAASPgoPZnJhbWVfcmVqZWN0aW9uGAYgASgLMiMuc3ZjLm9yY2hlc3RyYXRvci52MS5GcmFtZVJlamVjdGlvbkgAEjMKB3JlZnVzYWwYByABKAsyIC5zdmMub3JjaGVzdHJhdG9yLnYxLkxpbmtSZWZ1c2FsSABCBwoFZnJhbWUiYQoLV29ya2VySGVsbG8SJgoGd29ya2VyGAEgASgLMhYuc3ZjLmNvbW1vbi52MS5BZGRyZXNzEhgKEHByb3RvY29sX3ZlcnNpb24YAiABKA0SEAoIc29mdHdhcmUYAyABKAki8wEKDUxpbmtDaGFsbGVuZ2USLgoKZXhwaXJlc19hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMb3JjaGVzdHJhdG9yGAMgASgJEhAKCGNoYWluX2lkGAQgASgEEiwKDGpvYl9yZWdpc3RyeRgFIAEoCzIWLnN2Yy5jb21tb24udjEuQWRkcmVzcxImCgZ3b3JrZXIYBiABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSJQoFbm9uY2UYByABKAsyFi5zdmMuY29tbW9uLnYxLkJ5dGVzMzJKBAgBEAJSB21lc3NhZ2UiJgoRQ2hhbGxlbmdlUmVzcG9uc2USEQoJc2lnbmF0dXJlGAEgASgMIpUBCgtMaW5rV2VsY29tZRIPCgdsaW5rX2lkGAEgASgJEjUKEmhlYXJ0YmVhdF9pbnRlcnZhbBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIQCghjaGFpbl9pZBgDIAEoBBIsCgxqb2JfcmVnaXN0cnkYBCABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MijQEKD1dvcmtlckhlYXJ0YmVhdBIOCgZtb2RlbHMYASADKAkSFgoOZnJlZV9qb2Jfc2xvdHMYAiABKA0SGgoSZnJlZV9zZXNzaW9uX3Nsb3RzGAMgASgNEhgKEGhlbGRfc2Vzc2lvbl9pZHMYBCADKAkSHAoUaGVsZF9zZXNzaW9uc19saXN0ZWQYBSABKAgiUQoLQW5zd2VyQ2h1bmsSDgoGam9iX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKA0SCwoDc2VxGAMgASgNEhQKDHNlYWxlZF9kZWx0YRgEIAEoDCJsCgtGaW5hbEFuc3dlchIOCgZqb2JfaWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoDRILCgNzZXEYAyABKA0SFQoNc2VhbGVkX2Fuc3dlchgEIAEoDBIYChB3b3JrZXJfc2lnbmF0dXJlGAUgASgMInAKCEpvYkVycm9yEg4KBmpvYl9pZBgBIAEoCRIPCgdhdHRlbXB0GAIgASgNEjMKBnJlYXNvbhgDIAEoDjIjLnN2Yy5vcmNoZXN0cmF0b3IudjEuSm9iRXJyb3JSZWFzb24SDgoGZGV0YWlsGAQgASgJInsKEVNlc3Npb25PcGVuZWRIaW50Eg8KB2hpbnRfaWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRINCgVtb2RlbBgDIAEoCRIyCg5jbGFpbV9kZWFkbGluZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAioAEKEEpvYlN1Ym1pdHRlZEhpbnQSDwoHaGludF9pZBgBIAEoCRIOCgZqb2JfaWQYAiABKAkSEgoKc2Vzc2lvbl9pZBgDIAEoCRIPCgdhdHRlbXB0GAQgASgNEjAKEHByb21wdF9ibG9iX2hhc2gYBSABKAsyFi5zdmMuY29tbW9uLnYxLkJ5dGVzMzISFAoMYmxvY2tfbnVtYmVyGAYgASgEIl0KB0hpbnRBY2sSDwoHaGludF9pZBgBIAEoCRIxCgdvdXRjb21lGAIgASgOMiAuc3ZjLm9yY2hlc3RyYXRvci52MS5IaW50T3V0Y29tZRIOCgZkZXRhaWwYAyABKAkiSgoURmluYWxBY2tub3dsZWRnZW1lbnQSDgoGam9iX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKA0SEQoJY29tbWl0dGVkGAMgASgIInkKDkZyYW1lUmVqZWN0aW9uEg4KBmpvYl9pZBgBIAEoCRIPCgdhdHRlbXB0GAIgASgNEgsKA3NlcRgDIAEoDRI5CgZyZWFzb24YBCABKA4yKS5zdmMub3JjaGVzdHJhdG9yLnYxLkZyYW1lUmVqZWN0aW9uUmVhc29uIlUKC0xpbmtSZWZ1c2FsEjYKBnJlYXNvbhgBIAEoDjImLnN2Yy5vcmNoZXN0cmF0b3IudjEuTGlua1JlZnVzYWxSZWFzb24SDgoGZGV0YWlsGAIgASgJKuoBCg5Kb2JFcnJvclJlYXNvbhIgChxKT0JfRVJST1JfUkVBU09OX1VOU1BFQ0lGSUVEEAASJQohSk9CX0VSUk9SX1JFQVNPTl9CTE9CX1VOQVZBSUxBQkxFEAESIwofSk9CX0VSUk9SX1JFQVNPTl9QUk9NUFRfSU5WQUxJRBACEiMKH0pPQl9FUlJPUl9SRUFTT05fTU9ERUxfTUlTTUFUQ0gQAxIjCh9KT0JfRVJST1JfUkVBU09OX0JBQ0tFTkRfRkFJTEVEEAQSIAocSk9CX0VSUk9SX1JFQVNPTl9VTkFWQUlMQUJMRRAFKmEKC0hpbnRPdXRjb21lEhwKGEhJTlRfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhkKFUhJTlRfT1VUQ09NRV9BQ0NFUFRFRBABEhkKFUhJTlRfT1VUQ09NRV9ERUNMSU5FRBACKpUCChRGcmFtZVJlamVjdGlvblJlYXNvbhImCiJGUkFNRV9SRUpFQ1RJT05fUkVBU09OX1VOU1BFQ0lGSUVEEAASJgoiRlJBTUVfUkVKRUNUSU9OX1JFQVNPTl9VTktOT1dOX0pPQhABEi0KKUZSQU1FX1JFSkVDVElPTl9SRUFTT05fTk9UX0NVUlJFTlRfV09SS0VSEAISKAokRlJBTUVfUkVKRUNUSU9OX1JFQVNPTl9TVEFMRV9BVFRFTVBUEAMSJAogRlJBTUVfUkVKRUNUSU9OX1JFQVNPTl9NQUxGT1JNRUQQBBIuCipGUkFNRV9SRUpFQ1RJT05fUkVBU09OX0NPTU1JVE1FTlRfTUlTTUFUQ0gQBSqsAgoRTGlua1JlZnVzYWxSZWFzb24SIwofTElOS19SRUZVU0FMX1JFQVNPTl9VTlNQRUNJRklFRBAAEioKJkxJTktfUkVGVVNBTF9SRUFTT05fUFJPVE9DT0xfVklPTEFUSU9OEAESKAokTElOS19SRUZVU0FMX1JFQVNPTl9DSEFMTEVOR0VfRkFJTEVEEAISKQolTElOS19SRUZVU0FMX1JFQVNPTl9OT1RfQUNUSVZFX1dPUktFUhADEiAKHExJTktfUkVGVVNBTF9SRUFTT05fUkVQTEFDRUQQBBIlCiFMSU5LX1JFRlVTQUxfUkVBU09OX1NIVVRUSU5HX0RPV04QBRIoCiRMSU5LX1JFRlVTQUxfUkVBU09OX0hFQVJUQkVBVF9NSVNTRUQQBjJmCgpXb3JrZXJMaW5rElgKB0Nvbm5lY3QSIy5zdmMub3JjaGVzdHJhdG9yLnYxLkNvbm5lY3RSZXF1ZXN0GiQuc3ZjLm9yY2hlc3RyYXRvci52MS5Db25uZWN0UmVzcG9uc2UoATABYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_svc_common_v1_chain]);
+  fileDesc("CiVzdmMvb3JjaGVzdHJhdG9yL3YxL3dvcmtlcl9saW5rLnByb3RvEhNzdmMub3JjaGVzdHJhdG9yLnYxIqADCg5Db25uZWN0UmVxdWVzdBIxCgVoZWxsbxgBIAEoCzIgLnN2Yy5vcmNoZXN0cmF0b3IudjEuV29ya2VySGVsbG9IABJEChJjaGFsbGVuZ2VfcmVzcG9uc2UYAiABKAsyJi5zdmMub3JjaGVzdHJhdG9yLnYxLkNoYWxsZW5nZVJlc3BvbnNlSAASOQoJaGVhcnRiZWF0GAMgASgLMiQuc3ZjLm9yY2hlc3RyYXRvci52MS5Xb3JrZXJIZWFydGJlYXRIABIxCgVjaHVuaxgEIAEoCzIgLnN2Yy5vcmNoZXN0cmF0b3IudjEuQW5zd2VyQ2h1bmtIABI4CgxmaW5hbF9hbnN3ZXIYBSABKAsyIC5zdmMub3JjaGVzdHJhdG9yLnYxLkZpbmFsQW5zd2VySAASMgoJam9iX2Vycm9yGAYgASgLMh0uc3ZjLm9yY2hlc3RyYXRvci52MS5Kb2JFcnJvckgAEjAKCGhpbnRfYWNrGAcgASgLMhwuc3ZjLm9yY2hlc3RyYXRvci52MS5IaW50QWNrSABCBwoFZnJhbWUi9wMKD0Nvbm5lY3RSZXNwb25zZRI3CgljaGFsbGVuZ2UYASABKAsyIi5zdmMub3JjaGVzdHJhdG9yLnYxLkxpbmtDaGFsbGVuZ2VIABIzCgd3ZWxjb21lGAIgASgLMiAuc3ZjLm9yY2hlc3RyYXRvci52MS5MaW5rV2VsY29tZUgAEkAKDnNlc3Npb25fb3BlbmVkGAMgASgLMiYuc3ZjLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uT3BlbmVkSGludEgAEj4KDWpvYl9zdWJtaXR0ZWQYBCABKAsyJS5zdmMub3JjaGVzdHJhdG9yLnYxLkpvYlN1Ym1pdHRlZEhpbnRIABI+CglmaW5hbF9hY2sYBSABKAsyKS5zdmMub3JjaGVzdHJhdG9yLnYxLkZpbmFsQWNrbm93bGVkZ2VtZW50SAASPgoPZnJhbWVfcmVqZWN0aW9uGAYgASgLMiMuc3ZjLm9yY2hlc3RyYXRvci52MS5GcmFtZVJlamVjdGlvbkgAEjMKB3JlZnVzYWwYByABKAsyIC5zdmMub3JjaGVzdHJhdG9yLnYxLkxpbmtSZWZ1c2FsSAASNgoLcGVuZGluZ19qb2IYCCABKAsyHy5zdmMub3JjaGVzdHJhdG9yLnYxLlBlbmRpbmdKb2JIAEIHCgVmcmFtZSJhCgtXb3JrZXJIZWxsbxImCgZ3b3JrZXIYASABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSGAoQcHJvdG9jb2xfdmVyc2lvbhgCIAEoDRIQCghzb2Z0d2FyZRgDIAEoCSLzAQoNTGlua0NoYWxsZW5nZRIuCgpleHBpcmVzX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgxvcmNoZXN0cmF0b3IYAyABKAkSEAoIY2hhaW5faWQYBCABKAQSLAoMam9iX3JlZ2lzdHJ5GAUgASgLMhYuc3ZjLmNvbW1vbi52MS5BZGRyZXNzEiYKBndvcmtlchgGIAEoCzIWLnN2Yy5jb21tb24udjEuQWRkcmVzcxIlCgVub25jZRgHIAEoCzIWLnN2Yy5jb21tb24udjEuQnl0ZXMzMkoECAEQAlIHbWVzc2FnZSImChFDaGFsbGVuZ2VSZXNwb25zZRIRCglzaWduYXR1cmUYASABKAwilQEKC0xpbmtXZWxjb21lEg8KB2xpbmtfaWQYASABKAkSNQoSaGVhcnRiZWF0X2ludGVydmFsGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCGNoYWluX2lkGAMgASgEEiwKDGpvYl9yZWdpc3RyeRgEIAEoCzIWLnN2Yy5jb21tb24udjEuQWRkcmVzcyKNAQoPV29ya2VySGVhcnRiZWF0Eg4KBm1vZGVscxgBIAMoCRIWCg5mcmVlX2pvYl9zbG90cxgCIAEoDRIaChJmcmVlX3Nlc3Npb25fc2xvdHMYAyABKA0SGAoQaGVsZF9zZXNzaW9uX2lkcxgEIAMoCRIcChRoZWxkX3Nlc3Npb25zX2xpc3RlZBgFIAEoCCJRCgtBbnN3ZXJDaHVuaxIOCgZqb2JfaWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoDRILCgNzZXEYAyABKA0SFAoMc2VhbGVkX2RlbHRhGAQgASgMImwKC0ZpbmFsQW5zd2VyEg4KBmpvYl9pZBgBIAEoCRIPCgdhdHRlbXB0GAIgASgNEgsKA3NlcRgDIAEoDRIVCg1zZWFsZWRfYW5zd2VyGAQgASgMEhgKEHdvcmtlcl9zaWduYXR1cmUYBSABKAwicAoISm9iRXJyb3ISDgoGam9iX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKA0SMwoGcmVhc29uGAMgASgOMiMuc3ZjLm9yY2hlc3RyYXRvci52MS5Kb2JFcnJvclJlYXNvbhIOCgZkZXRhaWwYBCABKAkiewoRU2Vzc2lvbk9wZW5lZEhpbnQSDwoHaGludF9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJEg0KBW1vZGVsGAMgASgJEjIKDmNsYWltX2RlYWRsaW5lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKgAQoQSm9iU3VibWl0dGVkSGludBIPCgdoaW50X2lkGAEgASgJEg4KBmpvYl9pZBgCIAEoCRISCgpzZXNzaW9uX2lkGAMgASgJEg8KB2F0dGVtcHQYBCABKA0SMAoQcHJvbXB0X2Jsb2JfaGFzaBgFIAEoCzIWLnN2Yy5jb21tb24udjEuQnl0ZXMzMhIUCgxibG9ja19udW1iZXIYBiABKAQipAEKClBlbmRpbmdKb2ISDwoHaGludF9pZBgBIAEoCRIOCgZqb2JfaWQYAiABKAkSEgoKc2Vzc2lvbl9pZBgDIAEoCRIPCgdhdHRlbXB0GAQgASgNEhcKD3Jhd190cmFuc2FjdGlvbhgFIAEoDBIMCgRibG9iGAYgASgMEhYKDmt6Z19jb21taXRtZW50GAcgASgMEhEKCWt6Z19wcm9vZhgIIAEoDCJdCgdIaW50QWNrEg8KB2hpbnRfaWQYASABKAkSMQoHb3V0Y29tZRgCIAEoDjIgLnN2Yy5vcmNoZXN0cmF0b3IudjEuSGludE91dGNvbWUSDgoGZGV0YWlsGAMgASgJIkoKFEZpbmFsQWNrbm93bGVkZ2VtZW50Eg4KBmpvYl9pZBgBIAEoCRIPCgdhdHRlbXB0GAIgASgNEhEKCWNvbW1pdHRlZBgDIAEoCCJ5Cg5GcmFtZVJlamVjdGlvbhIOCgZqb2JfaWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoDRILCgNzZXEYAyABKA0SOQoGcmVhc29uGAQgASgOMikuc3ZjLm9yY2hlc3RyYXRvci52MS5GcmFtZVJlamVjdGlvblJlYXNvbiJVCgtMaW5rUmVmdXNhbBI2CgZyZWFzb24YASABKA4yJi5zdmMub3JjaGVzdHJhdG9yLnYxLkxpbmtSZWZ1c2FsUmVhc29uEg4KBmRldGFpbBgCIAEoCSqpAgoOSm9iRXJyb3JSZWFzb24SIAocSk9CX0VSUk9SX1JFQVNPTl9VTlNQRUNJRklFRBAAEiUKIUpPQl9FUlJPUl9SRUFTT05fQkxPQl9VTkFWQUlMQUJMRRABEiMKH0pPQl9FUlJPUl9SRUFTT05fUFJPTVBUX0lOVkFMSUQQAhIjCh9KT0JfRVJST1JfUkVBU09OX01PREVMX01JU01BVENIEAMSIwofSk9CX0VSUk9SX1JFQVNPTl9CQUNLRU5EX0ZBSUxFRBAEEiAKHEpPQl9FUlJPUl9SRUFTT05fVU5BVkFJTEFCTEUQBRIeChpKT0JfRVJST1JfUkVBU09OX05PVF9NSU5FRBAGEh0KGUpPQl9FUlJPUl9SRUFTT05fUkVQTEFDRUQQByphCgtIaW50T3V0Y29tZRIcChhISU5UX09VVENPTUVfVU5TUEVDSUZJRUQQABIZChVISU5UX09VVENPTUVfQUNDRVBURUQQARIZChVISU5UX09VVENPTUVfREVDTElORUQQAiqVAgoURnJhbWVSZWplY3Rpb25SZWFzb24SJgoiRlJBTUVfUkVKRUNUSU9OX1JFQVNPTl9VTlNQRUNJRklFRBAAEiYKIkZSQU1FX1JFSkVDVElPTl9SRUFTT05fVU5LTk9XTl9KT0IQARItCilGUkFNRV9SRUpFQ1RJT05fUkVBU09OX05PVF9DVVJSRU5UX1dPUktFUhACEigKJEZSQU1FX1JFSkVDVElPTl9SRUFTT05fU1RBTEVfQVRURU1QVBADEiQKIEZSQU1FX1JFSkVDVElPTl9SRUFTT05fTUFMRk9STUVEEAQSLgoqRlJBTUVfUkVKRUNUSU9OX1JFQVNPTl9DT01NSVRNRU5UX01JU01BVENIEAUqrAIKEUxpbmtSZWZ1c2FsUmVhc29uEiMKH0xJTktfUkVGVVNBTF9SRUFTT05fVU5TUEVDSUZJRUQQABIqCiZMSU5LX1JFRlVTQUxfUkVBU09OX1BST1RPQ09MX1ZJT0xBVElPThABEigKJExJTktfUkVGVVNBTF9SRUFTT05fQ0hBTExFTkdFX0ZBSUxFRBACEikKJUxJTktfUkVGVVNBTF9SRUFTT05fTk9UX0FDVElWRV9XT1JLRVIQAxIgChxMSU5LX1JFRlVTQUxfUkVBU09OX1JFUExBQ0VEEAQSJQohTElOS19SRUZVU0FMX1JFQVNPTl9TSFVUVElOR19ET1dOEAUSKAokTElOS19SRUZVU0FMX1JFQVNPTl9IRUFSVEJFQVRfTUlTU0VEEAYyZgoKV29ya2VyTGluaxJYCgdDb25uZWN0EiMuc3ZjLm9yY2hlc3RyYXRvci52MS5Db25uZWN0UmVxdWVzdBokLnN2Yy5vcmNoZXN0cmF0b3IudjEuQ29ubmVjdFJlc3BvbnNlKAEwAWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_svc_common_v1_chain]);
 
 /**
  * A frame from the worker to the orchestrator.
@@ -164,6 +164,14 @@ export type ConnectResponse = Message<"svc.orchestrator.v1.ConnectResponse"> & {
      */
     value: LinkRefusal;
     case: "refusal";
+  } | {
+    /**
+     * A submission to one of this worker's sessions, signed and being broadcast but not yet mined.
+     *
+     * @generated from field: svc.orchestrator.v1.PendingJob pending_job = 8;
+     */
+    value: PendingJob;
+    case: "pendingJob";
   } | { case: undefined; value?: undefined };
 };
 
@@ -618,6 +626,79 @@ export const JobSubmittedHintSchema: GenMessage<JobSubmittedHint> = /*@__PURE__*
   messageDesc(file_svc_orchestrator_v1_worker_link, 11);
 
 /**
+ * A job submission handed to the session's worker at broadcast, before it is mined
+ * (docs/protocol.md, Starting before inclusion). The worker checks it without the block and may start
+ * generating at once; it commits only once the job is on chain with the same blob hash.
+ *
+ * @generated from message svc.orchestrator.v1.PendingJob
+ */
+export type PendingJob = Message<"svc.orchestrator.v1.PendingJob"> & {
+  /**
+   * Identifies the hint in the worker's `HintAck` (declined when a check fails or a bound is reached).
+   *
+   * @generated from field: string hint_id = 1;
+   */
+  hintId: string;
+
+  /**
+   * The job id the transaction names (sessionId << 32 | sequence; a uint256 as a decimal string).
+   *
+   * @generated from field: string job_id = 2;
+   */
+  jobId: string;
+
+  /**
+   * The session the job is submitted in.
+   *
+   * @generated from field: string session_id = 3;
+   */
+  sessionId: string;
+
+  /**
+   * The attempt the job will have once mined (1 for a submission).
+   *
+   * @generated from field: uint32 attempt = 4;
+   */
+  attempt: number;
+
+  /**
+   * The signed EIP-4844 transaction (type 3, network form without the sidecar): `submitJobFor` or
+   * `submitJobWithDebit` on JobRegistry.
+   *
+   * @generated from field: bytes raw_transaction = 5;
+   */
+  rawTransaction: Uint8Array;
+
+  /**
+   * The blob the transaction carries (131072 bytes): the sealed prompt.
+   *
+   * @generated from field: bytes blob = 6;
+   */
+  blob: Uint8Array;
+
+  /**
+   * The blob's KZG commitment (48 bytes).
+   *
+   * @generated from field: bytes kzg_commitment = 7;
+   */
+  kzgCommitment: Uint8Array;
+
+  /**
+   * The blob's KZG proof (48 bytes).
+   *
+   * @generated from field: bytes kzg_proof = 8;
+   */
+  kzgProof: Uint8Array;
+};
+
+/**
+ * Describes the message svc.orchestrator.v1.PendingJob.
+ * Use `create(PendingJobSchema)` to create a new message.
+ */
+export const PendingJobSchema: GenMessage<PendingJob> = /*@__PURE__*/
+  messageDesc(file_svc_orchestrator_v1_worker_link, 12);
+
+/**
  * The worker's reaction to a hint.
  *
  * @generated from message svc.orchestrator.v1.HintAck
@@ -650,7 +731,7 @@ export type HintAck = Message<"svc.orchestrator.v1.HintAck"> & {
  * Use `create(HintAckSchema)` to create a new message.
  */
 export const HintAckSchema: GenMessage<HintAck> = /*@__PURE__*/
-  messageDesc(file_svc_orchestrator_v1_worker_link, 12);
+  messageDesc(file_svc_orchestrator_v1_worker_link, 13);
 
 /**
  * The orchestrator stored a final answer.
@@ -686,7 +767,7 @@ export type FinalAcknowledgement = Message<"svc.orchestrator.v1.FinalAcknowledge
  * Use `create(FinalAcknowledgementSchema)` to create a new message.
  */
 export const FinalAcknowledgementSchema: GenMessage<FinalAcknowledgement> = /*@__PURE__*/
-  messageDesc(file_svc_orchestrator_v1_worker_link, 13);
+  messageDesc(file_svc_orchestrator_v1_worker_link, 14);
 
 /**
  * A worker frame the orchestrator did not accept.
@@ -728,7 +809,7 @@ export type FrameRejection = Message<"svc.orchestrator.v1.FrameRejection"> & {
  * Use `create(FrameRejectionSchema)` to create a new message.
  */
 export const FrameRejectionSchema: GenMessage<FrameRejection> = /*@__PURE__*/
-  messageDesc(file_svc_orchestrator_v1_worker_link, 14);
+  messageDesc(file_svc_orchestrator_v1_worker_link, 15);
 
 /**
  * The orchestrator refuses or ends the link.
@@ -756,7 +837,7 @@ export type LinkRefusal = Message<"svc.orchestrator.v1.LinkRefusal"> & {
  * Use `create(LinkRefusalSchema)` to create a new message.
  */
 export const LinkRefusalSchema: GenMessage<LinkRefusal> = /*@__PURE__*/
-  messageDesc(file_svc_orchestrator_v1_worker_link, 15);
+  messageDesc(file_svc_orchestrator_v1_worker_link, 16);
 
 /**
  * Why a worker could not answer a job.
@@ -805,6 +886,22 @@ export enum JobErrorReason {
    * @generated from enum value: JOB_ERROR_REASON_UNAVAILABLE = 5;
    */
   UNAVAILABLE = 5,
+
+  /**
+   * A job handed over before inclusion (`PendingJob`) was not mined within the worker's bound of blocks;
+   * the worker gave it up.
+   *
+   * @generated from enum value: JOB_ERROR_REASON_NOT_MINED = 6;
+   */
+  NOT_MINED = 6,
+
+  /**
+   * A job handed over before inclusion landed with another blob (a replaced transaction); the worker did not
+   * commit the answer it made and failed the job.
+   *
+   * @generated from enum value: JOB_ERROR_REASON_REPLACED = 7;
+   */
+  REPLACED = 7,
 }
 
 /**

@@ -1,0 +1,209 @@
+import { SessionState, verifyBlobProof, versionedHash, type Session } from '@svc/chain';
+import { jobRegistryInterface } from '@svc/contracts';
+import { Transaction } from 'ethers';
+
+/** A submission handed over the link at broadcast (`PendingJob`), before it is mined. */
+export interface PendingJobOffer {
+  readonly jobId: bigint;
+  readonly sessionId: bigint;
+  readonly attempt: number;
+  readonly rawTransaction: Uint8Array;
+  readonly blob: Uint8Array;
+  readonly commitment: Uint8Array;
+  readonly proof: Uint8Array;
+}
+
+export type PendingJobRejection =
+  | 'malformed_transaction'
+  | 'wrong_chain'
+  | 'wrong_contract'
+  | 'not_a_submission'
+  | 'wrong_session'
+  | 'wrong_job_id'
+  | 'wrong_attempt'
+  | 'session_not_ours'
+  | 'wrong_sender'
+  | 'blob_mismatch'
+  | 'bad_kzg_proof'
+  | 'bound_reached';
+
+export class PendingJobRejectedError extends Error {
+  override readonly name = 'PendingJobRejectedError';
+
+  constructor(
+    readonly reason: PendingJobRejection,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** What the worker reads from the chain's current state to check a pending submission. */
+export interface PendingJobChainView {
+  readonly chainId: bigint;
+  readonly jobRegistry: string;
+  /** This worker's address. */
+  readonly worker: string;
+  getSession(sessionId: bigint): Promise<Session>;
+  principalOf(account: string): Promise<string>;
+  isDelegateAuthorized(user: string, delegate: string): Promise<boolean>;
+}
+
+/** A pending submission that passed every check possible without its block. */
+export interface CheckedPendingJob {
+  readonly jobId: bigint;
+  readonly sessionId: bigint;
+  readonly session: Session;
+  /** The transaction's hash: a replacement (same nonce, another blob) has another one. */
+  readonly txHash: string;
+  readonly sender: string;
+  readonly nonce: number;
+  /** The prompt blob's versioned hash: the job on chain must record exactly this one. */
+  readonly promptBlobHash: string;
+}
+
+const SUBMIT_JOB_FOR = jobRegistryInterface.getFunction('submitJobFor')!;
+const SUBMIT_JOB_WITH_DEBIT = jobRegistryInterface.getFunction('submitJobWithDebit')!;
+
+/**
+ * Checks a pending submission without its block (docs/protocol.md, Starting before inclusion): the
+ * signed transaction is a type-3 call on this chain's JobRegistry, `submitJobFor` or `submitJobWithDebit`
+ * naming the offered session and job id; the session is an active one of this worker; its sender is the
+ * session owner's principal or an operator of it (or, for `submitJobFor`, an authorized delegate of the
+ * payer, who is the owner); its only blob's versioned hash is that of the sidecar's commitment; and the
+ * KZG proof shows the blob is what the commitment commits to. The prompt itself is opened by the caller
+ * ({@link PromptReader.open}). Everything failing is a {@link PendingJobRejectedError}, never a crash.
+ */
+export async function checkPendingJob(
+  offer: PendingJobOffer,
+  view: PendingJobChainView,
+): Promise<CheckedPendingJob> {
+  let tx: Transaction;
+  try {
+    tx = Transaction.from(`0x${Buffer.from(offer.rawTransaction).toString('hex')}`);
+  } catch {
+    throw new PendingJobRejectedError('malformed_transaction', 'the raw transaction does not parse');
+  }
+  if (tx.type !== 3 || !tx.signature || !tx.from) {
+    throw new PendingJobRejectedError('malformed_transaction', 'not a signed blob (type 3) transaction');
+  }
+  if (tx.chainId !== view.chainId) {
+    throw new PendingJobRejectedError('wrong_chain', `the transaction is for chain ${tx.chainId}`);
+  }
+  if (!tx.to || tx.to.toLowerCase() !== view.jobRegistry.toLowerCase()) {
+    throw new PendingJobRejectedError('wrong_contract', 'the transaction does not call JobRegistry');
+  }
+  const selector = tx.data.slice(0, 10).toLowerCase();
+  let sessionId: bigint;
+  let jobId: bigint;
+  let payer: string | undefined;
+  try {
+    if (selector === SUBMIT_JOB_FOR.selector) {
+      const args = jobRegistryInterface.decodeFunctionData(SUBMIT_JOB_FOR, tx.data);
+      payer = String(args[0]);
+      sessionId = BigInt(args[1] as bigint);
+      jobId = BigInt(args[2] as bigint);
+    } else if (selector === SUBMIT_JOB_WITH_DEBIT.selector) {
+      const args = jobRegistryInterface.decodeFunctionData(SUBMIT_JOB_WITH_DEBIT, tx.data);
+      sessionId = BigInt(args[0] as bigint);
+      jobId = BigInt(args[1] as bigint);
+    } else {
+      throw new PendingJobRejectedError('not_a_submission', 'the transaction is not a job submission');
+    }
+  } catch (error) {
+    if (error instanceof PendingJobRejectedError) throw error;
+    throw new PendingJobRejectedError('not_a_submission', 'the submission calldata does not decode');
+  }
+  if (sessionId !== offer.sessionId) {
+    throw new PendingJobRejectedError('wrong_session', 'the transaction names another session');
+  }
+  if (jobId !== offer.jobId || jobId >> 32n !== sessionId || (jobId & 0xffffffffn) === 0n) {
+    throw new PendingJobRejectedError('wrong_job_id', 'the job id is not one of the session');
+  }
+  // A reassignment is announced by the chain only; a pending submission is always attempt 1.
+  if (offer.attempt !== 1) {
+    throw new PendingJobRejectedError('wrong_attempt', 'a pending submission is always attempt 1');
+  }
+  const session = await view.getSession(sessionId);
+  if (session.state !== SessionState.Active || session.worker.toLowerCase() !== view.worker.toLowerCase()) {
+    throw new PendingJobRejectedError('session_not_ours', 'the session is not this worker’s');
+  }
+  if (payer !== undefined && payer.toLowerCase() !== session.owner.toLowerCase()) {
+    throw new PendingJobRejectedError('wrong_sender', 'the payer does not own the session');
+  }
+  const [senderPrincipal, ownerPrincipal] = await Promise.all([
+    view.principalOf(tx.from),
+    view.principalOf(session.owner),
+  ]);
+  const sameOwner = senderPrincipal.toLowerCase() === ownerPrincipal.toLowerCase();
+  const delegate =
+    !sameOwner && payer !== undefined && (await view.isDelegateAuthorized(session.owner, senderPrincipal));
+  if (!sameOwner && !delegate) {
+    throw new PendingJobRejectedError('wrong_sender', 'the sender may not submit in this session');
+  }
+  const hashes = tx.blobVersionedHashes ?? [];
+  let promptBlobHash: string;
+  try {
+    promptBlobHash = versionedHash(offer.commitment);
+  } catch {
+    throw new PendingJobRejectedError('blob_mismatch', 'the KZG commitment is not 48 bytes');
+  }
+  if (hashes.length !== 1 || hashes[0]!.toLowerCase() !== promptBlobHash) {
+    throw new PendingJobRejectedError('blob_mismatch', 'the commitment is not the transaction’s blob');
+  }
+  if (!verifyBlobProof(offer.blob, offer.commitment, offer.proof)) {
+    throw new PendingJobRejectedError('bad_kzg_proof', 'the KZG proof does not verify');
+  }
+  return {
+    jobId,
+    sessionId,
+    session,
+    txHash: tx.hash!,
+    sender: tx.from,
+    nonce: tx.nonce,
+    promptBlobHash,
+  };
+}
+
+/**
+ * Bounds the work a worker does on submissions not yet mined: at most `perSession` (1) unconfirmed jobs
+ * per session and `perLink` in all, so an orchestrator whose submissions never land wastes at most that
+ * much generation at a time.
+ */
+export class UnconfirmedWork {
+  readonly #perSession: number;
+  readonly #perLink: number;
+  readonly #jobs = new Map<bigint, bigint>();
+
+  constructor(bounds: { perSession?: number; perLink: number }) {
+    this.#perSession = bounds.perSession ?? 1;
+    this.#perLink = bounds.perLink;
+  }
+
+  get size(): number {
+    return this.#jobs.size;
+  }
+
+  has(jobId: bigint): boolean {
+    return this.#jobs.has(jobId);
+  }
+
+  /** Takes a slot for `jobId` in `sessionId`, or refuses with `bound_reached`. */
+  take(jobId: bigint, sessionId: bigint): void {
+    if (this.#jobs.has(jobId)) throw new PendingJobRejectedError('bound_reached', 'already pending');
+    if (this.#jobs.size >= this.#perLink) {
+      throw new PendingJobRejectedError('bound_reached', 'too many unconfirmed jobs on this link');
+    }
+    let inSession = 0;
+    for (const session of this.#jobs.values()) if (session === sessionId) inSession += 1;
+    if (inSession >= this.#perSession) {
+      throw new PendingJobRejectedError('bound_reached', 'the session already has an unconfirmed job');
+    }
+    this.#jobs.set(jobId, sessionId);
+  }
+
+  /** Gives the slot back: the job was mined, or given up. */
+  release(jobId: bigint): void {
+    this.#jobs.delete(jobId);
+  }
+}

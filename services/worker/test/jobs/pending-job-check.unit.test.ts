@@ -1,0 +1,162 @@
+import { describe, expect, it } from '@jest/globals';
+import { blobSidecarOf, SessionState, type Session } from '@svc/chain';
+import { jobRegistryInterface } from '@svc/contracts';
+import { Transaction, Wallet } from 'ethers';
+import {
+  checkPendingJob,
+  PendingJobRejectedError,
+  UnconfirmedWork,
+  type PendingJobChainView,
+  type PendingJobOffer,
+} from '../../src/jobs/pending-job-check.js';
+
+const CHAIN_ID = 31337n;
+const REGISTRY = '0x5FbDB2315678afecb367f032d93F642f64180aa3';
+const WORKER = '0x90F79bf6EB2c4f870365E785982E1f101E93b906';
+const owner = new Wallet('0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d');
+const operator = new Wallet('0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a');
+const stranger = new Wallet('0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6');
+const SESSION_ID = 5n;
+const JOB_ID = (SESSION_ID << 32n) | 3n;
+
+function view(overrides: Partial<Session> = {}): PendingJobChainView {
+  const session: Session = {
+    sessionId: SESSION_ID,
+    owner: owner.address,
+    worker: WORKER,
+    modelId: '0x00',
+    state: SessionState.Active,
+    claimDeadline: 0,
+    lastActivityAt: 0,
+    publicKey: '0x',
+    ...overrides,
+  };
+  return {
+    chainId: CHAIN_ID,
+    jobRegistry: REGISTRY,
+    worker: WORKER,
+    getSession: async () => session,
+    principalOf: async (account) =>
+      account.toLowerCase() === operator.address.toLowerCase() ? owner.address : account,
+    isDelegateAuthorized: async () => false,
+  };
+}
+
+const sidecar = blobSidecarOf(new TextEncoder().encode('a sealed prompt'));
+
+async function offer(
+  options: {
+    signer?: Wallet;
+    data?: string;
+    to?: string;
+    blobHash?: string;
+    jobId?: bigint;
+  } = {},
+): Promise<PendingJobOffer> {
+  const jobId = options.jobId ?? JOB_ID;
+  const tx = Transaction.from({
+    type: 3,
+    chainId: CHAIN_ID,
+    nonce: 7,
+    to: options.to ?? REGISTRY,
+    data:
+      options.data ??
+      jobRegistryInterface.encodeFunctionData('submitJobFor', [owner.address, SESSION_ID, jobId, 10n ** 15n]),
+    maxFeePerGas: 10n ** 9n,
+    maxPriorityFeePerGas: 10n ** 9n,
+    maxFeePerBlobGas: 10n ** 9n,
+    gasLimit: 300_000n,
+    blobVersionedHashes: [options.blobHash ?? sidecar.versionedHash],
+  });
+  const signed = await (options.signer ?? owner).signTransaction(tx);
+  return {
+    jobId: JOB_ID,
+    sessionId: SESSION_ID,
+    attempt: 1,
+    rawTransaction: Buffer.from(signed.slice(2), 'hex'),
+    blob: sidecar.data,
+    commitment: sidecar.commitment,
+    proof: sidecar.proof,
+  };
+}
+
+async function rejection(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof PendingJobRejectedError) return error.reason;
+    throw error;
+  }
+  return 'accepted';
+}
+
+describe('checkPendingJob', () => {
+  it('accepts a submission signed by the owner or an operator of it, naming the blob it carries', async () => {
+    const checked = await checkPendingJob(await offer(), view());
+    expect(checked.jobId).toBe(JOB_ID);
+    expect(checked.promptBlobHash).toBe(sidecar.versionedHash);
+    expect(checked.sender).toBe(owner.address);
+    const byOperator = await checkPendingJob(await offer({ signer: operator }), view());
+    expect(byOperator.sender).toBe(operator.address);
+    expect(byOperator.txHash).not.toBe(checked.txHash);
+  });
+
+  it('accepts a submitJobFor sent by an authorized delegate of the owner', async () => {
+    const delegated = { ...view(), isDelegateAuthorized: async () => true };
+    await expect(checkPendingJob(await offer({ signer: stranger }), delegated)).resolves.toBeDefined();
+  });
+
+  it('refuses a sidecar whose commitment is not the transaction’s blob', async () => {
+    const other = blobSidecarOf(new TextEncoder().encode('another prompt'));
+    expect(await rejection(checkPendingJob(await offer({ blobHash: other.versionedHash }), view()))).toBe(
+      'blob_mismatch',
+    );
+    const swapped = { ...(await offer()), commitment: other.commitment };
+    expect(await rejection(checkPendingJob(swapped, view()))).toBe('blob_mismatch');
+  });
+
+  it('refuses a proof that does not verify, or a blob that is not the committed one', async () => {
+    const badProof = { ...(await offer()), proof: new Uint8Array(sidecar.commitment) };
+    expect(await rejection(checkPendingJob(badProof, view()))).toBe('bad_kzg_proof');
+    const other = blobSidecarOf(new TextEncoder().encode('another prompt'));
+    const badBlob = { ...(await offer()), blob: other.data };
+    expect(await rejection(checkPendingJob(badBlob, view()))).toBe('bad_kzg_proof');
+  });
+
+  it('refuses a stranger, another contract, another session, worker or job id, and non-submissions', async () => {
+    expect(await rejection(checkPendingJob(await offer({ signer: stranger }), view()))).toBe('wrong_sender');
+    expect(await rejection(checkPendingJob(await offer({ to: WORKER }), view()))).toBe('wrong_contract');
+    expect(await rejection(checkPendingJob(await offer(), view({ worker: owner.address })))).toBe(
+      'session_not_ours',
+    );
+    expect(await rejection(checkPendingJob(await offer({ jobId: JOB_ID + 1n }), view()))).toBe(
+      'wrong_job_id',
+    );
+    const otherSession = jobRegistryInterface.encodeFunctionData('submitJobFor', [
+      owner.address,
+      SESSION_ID + 1n,
+      JOB_ID,
+      1n,
+    ]);
+    expect(await rejection(checkPendingJob(await offer({ data: otherSession }), view()))).toBe(
+      'wrong_session',
+    );
+    const failJob = jobRegistryInterface.encodeFunctionData('failJob', [JOB_ID]);
+    expect(await rejection(checkPendingJob(await offer({ data: failJob }), view()))).toBe('not_a_submission');
+    const garbage = { ...(await offer()), rawTransaction: new Uint8Array([3, 1, 2]) };
+    expect(await rejection(checkPendingJob(garbage, view()))).toBe('malformed_transaction');
+  });
+});
+
+describe('UnconfirmedWork', () => {
+  it('holds one unconfirmed job per session and a few per link', () => {
+    const work = new UnconfirmedWork({ perLink: 2 });
+    work.take(1n << 32n, 1n);
+    expect(() => work.take((1n << 32n) + 1n, 1n)).toThrow(PendingJobRejectedError);
+    work.take(2n << 32n, 2n);
+    expect(() => work.take(3n << 32n, 3n)).toThrow('too many unconfirmed jobs');
+    work.release(1n << 32n);
+    work.take(3n << 32n, 3n);
+    expect(work.size).toBe(2);
+  });
+});
