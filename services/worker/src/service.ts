@@ -165,6 +165,7 @@ async function startSteps(
   started.push(() => idleSessions.stop());
   let draining = false;
   const pendingStop = new AbortController();
+  const pendingRuns = new Set<Promise<void>>();
   const link = deps.link
     ? new WorkerLink({
         ...deps.link,
@@ -187,14 +188,15 @@ async function startSteps(
             if (draining) return false;
             const taken = await runner.offerPending(offer, pendingStop.signal);
             if (!taken.accepted) return false;
-            void taken.outcome.then(
-              (outcome) => {
+            // Tracked so stop() waits for its earnings record (a save cut short loses a fee to release).
+            const settled = taken.outcome
+              .then(async (outcome) => {
                 metrics.jobFinished(outcome);
-                if (outcome === 'completed') return earnings.noteCompleted(offer.jobId);
-                return undefined;
-              },
-              (error: unknown) => logger.error({ err: error }, 'pending job could not be handled'),
-            );
+                if (outcome === 'completed') await earnings.noteCompleted(offer.jobId);
+              })
+              .catch((error: unknown) => logger.error({ err: error }, 'pending job could not be handled'))
+              .finally(() => pendingRuns.delete(settled));
+            pendingRuns.add(settled);
             return true;
           },
         },
@@ -241,6 +243,7 @@ async function startSteps(
       await follower.stop();
       pendingStop.abort(new Error('the worker is stopping'));
       await scheduler.abort();
+      await Promise.all(pendingRuns);
       await earnings.stop();
       await link?.stop();
       await workerChain.close();
