@@ -213,8 +213,16 @@ class CompletionRun {
         throw error;
       }
       if (submission !== 'session_unusable') {
-        // The session served a paid job: it leaves its payer's and key's budget of unused sessions.
-        await lease.jobSubmitted();
+        // The session served a paid job: it leaves its payer's and key's budget of unused sessions. The job
+        // is on chain: a failure here must not end the call before its run (which releases the lease) starts.
+        await lease
+          .jobSubmitted()
+          .catch((error: unknown) =>
+            this.#o.logger.warn(
+              { err: error, requestId: this.#call.requestId },
+              'session not marked as used',
+            ),
+          );
         return { lease, job: submission };
       }
       if (tries < SESSION_TRIES) {

@@ -75,10 +75,8 @@ export class SubmittedJobRun {
 
   async serve(firstLease: SessionLease, submitted: SubmittedJob, firstPrompt: PreparedPrompt): Promise<void> {
     const { jobId, fee } = submitted;
-    const { chain, jobs, lifecycle, relay, workers, logger } = this.options;
+    const { chain, jobs, lifecycle, relay, logger } = this.options;
     const { payment, stream } = this.call;
-    await jobs.track(jobId, payment.identity);
-    const run = await jobs.holdRun(jobId, this.call.holder, this.options.runMarkTtlMs);
     let attemptTx: AttemptTransaction = submitted;
     let lease = firstLease;
     let prompt = firstPrompt;
@@ -90,17 +88,20 @@ export class SubmittedJobRun {
       worker: lease.session.worker,
       droppedMessages: prompt.droppedMessages,
     };
-    await lifecycle.publish(payment.identity, JobLifecycleKind.SUBMITTED, {
-      jobId,
-      sessionId: service.sessionId,
-      attempt,
-      txHash: attemptTx.hash,
-      worker: service.worker,
-      feeWei: fee,
-      droppedMessages: prompt.droppedMessages,
-    });
     const failedSessions = new Set<bigint>();
+    let run: Awaited<ReturnType<typeof jobs.holdRun>> | undefined;
     try {
+      await jobs.track(jobId, payment.identity);
+      run = await jobs.holdRun(jobId, this.call.holder, this.options.runMarkTtlMs);
+      await lifecycle.publish(payment.identity, JobLifecycleKind.SUBMITTED, {
+        jobId,
+        sessionId: service.sessionId,
+        attempt,
+        txHash: attemptTx.hash,
+        worker: service.worker,
+        feeWei: fee,
+        droppedMessages: prompt.droppedMessages,
+      });
       for (;;) {
         this.#hintJob(service, attempt, attemptTx);
         const otherReplyKeys = attempt === 1 ? submitted.otherReplyKeys : undefined;
@@ -129,7 +130,7 @@ export class SubmittedJobRun {
         if (outcome.kind === 'committed') {
           // The worker answered: its record counts it (WorkerReputation, the pool's choice of workers).
           await lease.release('answered');
-          await workers.acknowledgeFinal(jobId, attempt, true);
+          await this.#acknowledgeFinal(jobId, attempt);
           await lifecycle.publish(payment.identity, JobLifecycleKind.COMPLETED, {
             jobId,
             attempt,
@@ -186,7 +187,10 @@ export class SubmittedJobRun {
         attemptTx = retried.tx;
       }
     } finally {
-      await run.end();
+      // Whatever ended the run (a thrown chain or store error too), its session's lock goes: a no-op when
+      // the path that ended it released or discarded the lease already.
+      await lease.release();
+      await run?.end();
       await relay.retire(jobId);
     }
   }
@@ -206,7 +210,7 @@ export class SubmittedJobRun {
     service: ServiceDescription,
     fee: bigint,
   ): Promise<void> {
-    const { relay, workers, lifecycle, logger } = this.options;
+    const { relay, lifecycle, logger } = this.options;
     const { payment, stream } = this.call;
     const { jobId, attempt } = toRelay;
     // Marked before the caller can see its answer: a resent payment is refused as used from then on.
@@ -219,7 +223,7 @@ export class SubmittedJobRun {
     const settled = await relay.follow(toRelay, () => undefined);
     switch (settled.kind) {
       case 'committed':
-        await workers.acknowledgeFinal(jobId, attempt, true);
+        await this.#acknowledgeFinal(jobId, attempt);
         await lifecycle.publish(payment.identity, JobLifecycleKind.COMPLETED, {
           jobId,
           attempt,
@@ -249,6 +253,19 @@ export class SubmittedJobRun {
         if (failedJob.state === JobState.Failed) await this.#refund(jobId, failedJob.fee);
         return;
       }
+    }
+  }
+
+  /**
+   * Tells the worker its final is committed (it stops re-sending it). Never throws: a chain read or a link
+   * that fails here must not keep the answer from its caller, nor ANSWERED (which counts the fee as spent)
+   * from the outbox.
+   */
+  async #acknowledgeFinal(jobId: bigint, attempt: number): Promise<void> {
+    try {
+      await this.options.workers.acknowledgeFinal(jobId, attempt, true);
+    } catch (error) {
+      this.options.logger.warn({ err: error, jobId: jobId.toString(), attempt }, 'final not acknowledged');
     }
   }
 

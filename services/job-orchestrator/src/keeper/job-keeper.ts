@@ -237,7 +237,7 @@ export class JobKeeper {
       chain.reads.parameters(),
     ]);
     const releasable: bigint[] = [];
-    for (const { jobId, call, undelivered, orphan } of tracked) {
+    for (const { jobId, call, undelivered, orphan, answered } of tracked) {
       if (await jobs.isRunning(jobId)) continue;
       const job = await chain.reads.getJob(jobId);
       let action: KeeperAction | undefined;
@@ -260,6 +260,18 @@ export class JobKeeper {
           action = 'refund';
           await chain.refundUndelivered(jobId);
           logger.info({ jobId: jobId.toString() }, 'keeper refunded an undelivered job');
+        } else if (
+          job.state === JobState.Completed &&
+          now <= job.completedAt + parameters.disputeWindowSeconds &&
+          !undelivered &&
+          !orphan &&
+          !answered
+        ) {
+          // Completed, no call serves it and nothing refunds it: it is released and paid. Its call's own
+          // ANSWERED may never have gone out (the replica stopped or died, the run failed after the
+          // commitment): committed now, not held until the release a dispute window later (idempotent).
+          await lifecycle.publish(call, JobLifecycleKind.ANSWERED, { jobId, feeWei: job.fee });
+          await jobs.track(jobId, call, { answered: true });
         } else if (
           job.state === JobState.Completed &&
           now > job.completedAt + parameters.disputeWindowSeconds

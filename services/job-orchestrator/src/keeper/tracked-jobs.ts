@@ -12,9 +12,14 @@ export interface TrackedJob {
    * late enough in the dispute window that the payment's resend can still be given its answer first.
    */
   readonly orphan?: boolean;
+  /**
+   * Completed, and no call serves it: the keeper published ANSWERED for it (its call's own may never have
+   * gone out), so its spend hold is committed now rather than at its release, a dispute window later.
+   */
+  readonly answered?: boolean;
 }
 
-type TrackedFlags = Pick<TrackedJob, 'undelivered' | 'orphan'>;
+type TrackedFlags = Pick<TrackedJob, 'undelivered' | 'orphan' | 'answered'>;
 
 const TRACKED_JOBS_GROUP = 'jobs:tracked';
 /** Far beyond any job's life (timeout, refund grace, dispute window): only a lost entry ever lapses. */
@@ -52,12 +57,14 @@ export class TrackedJobs {
     const jobs: TrackedJob[] = [];
     for (const entry of entries) {
       try {
-        const { undelivered, orphan, ...call } = JSON.parse(entry.value) as CallIdentity & TrackedFlags;
+        const { undelivered, orphan, answered, ...call } = JSON.parse(entry.value) as CallIdentity &
+          TrackedFlags;
         jobs.push({
           jobId: BigInt(entry.member),
           call,
           ...(undelivered ? { undelivered } : {}),
           ...(orphan ? { orphan } : {}),
+          ...(answered ? { answered } : {}),
         });
       } catch {
         // Not ours to parse: skip it rather than stall the keeper.

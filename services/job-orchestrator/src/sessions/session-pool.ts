@@ -27,7 +27,10 @@ export type { PooledSession } from './session-records.js';
 /** What a job's end says of the session's worker: it answered, or it failed the job. */
 export type WorkerOutcome = 'answered' | 'failed';
 
-/** One session held for one job; `release` hands it back to the pool (exactly once). */
+/**
+ * One session held for one job; `release` hands it back to the pool (exactly once). `release` and
+ * `discard` never throw, and let the session's busy lock go whatever else fails: call one in a `finally`.
+ */
 export interface SessionLease {
   readonly session: PooledSession;
   /** Hands the session back; with an outcome, the worker's record (WorkerReputation) counts it. */
@@ -94,6 +97,9 @@ export interface SessionPoolOptions {
   readonly trialSessions: number;
   readonly logger: Logger;
 }
+
+/** How a new session's claim went: its public key, or why there is none. */
+type SessionClaim = { kind: 'claimed'; publicKey: Uint8Array } | { kind: 'declined' | 'unclaimed' };
 
 /** How long a call waits for a worker to report the slot an eviction freed (it follows the chain's logs). */
 const ROOM_WAIT_MS = 10_000;
@@ -163,8 +169,11 @@ export class SessionPool {
       if (!lock.acquired) continue;
       if (session.recovered && !holdsSession(worker, session.sessionId)) {
         // Recovered from the chain, and its worker came back without the key: nobody can serve it.
-        await this.#retire(session, 'its worker no longer holds its key');
-        await store.locks.release(sessionBusyKey(session.sessionId), request.holder);
+        try {
+          await this.#retire(session, 'its worker no longer holds its key');
+        } finally {
+          await store.locks.release(sessionBusyKey(session.sessionId), request.holder);
+        }
         continue;
       }
       return this.#lease(session, request);
@@ -372,31 +381,38 @@ export class SessionPool {
       ...unusedLeases,
     });
     await store.locks.tryAcquire(sessionBusyKey(sessionId), request.holder, this.#options.holdTtlMs);
-    const hintId = `session-${sessionId}`;
-    this.#options.workers.sendHint(worker, {
-      case: 'sessionOpened',
-      value: {
-        hintId,
-        sessionId: sessionId.toString(),
-        model: request.model,
-        claimDeadline: timestampFromDate(new Date(claimDeadline * 1000)),
-      },
-    });
-    const claim = await this.#awaitClaim(sessionId, claimDeadline, hintId);
+    let claim: SessionClaim | undefined;
+    try {
+      const hintId = `session-${sessionId}`;
+      this.#options.workers.sendHint(worker, {
+        case: 'sessionOpened',
+        value: {
+          hintId,
+          sessionId: sessionId.toString(),
+          model: request.model,
+          claimDeadline: timestampFromDate(new Date(claimDeadline * 1000)),
+        },
+      });
+      claim = await this.#awaitClaim(sessionId, claimDeadline, hintId);
+      if (claim.kind !== 'claimed') {
+        const unclaimed: PooledSession = {
+          sessionId,
+          owner: request.owner,
+          model: request.model,
+          modelId: request.modelId,
+          worker,
+          publicKey: new Uint8Array(),
+        };
+        await this.#retire(
+          unclaimed,
+          claim.kind === 'declined' ? 'its worker declined it' : 'not claimed in time',
+        );
+      }
+    } finally {
+      // No lease holds the session unless it was claimed: its lock goes now, whatever failed.
+      if (claim?.kind !== 'claimed') await store.locks.release(sessionBusyKey(sessionId), request.holder);
+    }
     if (claim.kind !== 'claimed') {
-      const unclaimed: PooledSession = {
-        sessionId,
-        owner: request.owner,
-        model: request.model,
-        modelId: request.modelId,
-        worker,
-        publicKey: new Uint8Array(),
-      };
-      await this.#retire(
-        unclaimed,
-        claim.kind === 'declined' ? 'its worker declined it' : 'not claimed in time',
-      );
-      await store.locks.release(sessionBusyKey(sessionId), request.holder);
       if (claim.kind === 'declined') return undefined;
       // Silent through the claim window: that costs the worker (its backoff keeps the next call off it).
       await reputation.failed(worker);
@@ -423,11 +439,7 @@ export class SessionPool {
   }
 
   /** Waits for the claim: the session's public key, or why there is none (chain time judges the window). */
-  async #awaitClaim(
-    sessionId: bigint,
-    claimDeadline: number,
-    hintId: string,
-  ): Promise<{ kind: 'claimed'; publicKey: Uint8Array } | { kind: 'declined' | 'unclaimed' }> {
+  async #awaitClaim(sessionId: bigint, claimDeadline: number, hintId: string): Promise<SessionClaim> {
     const { chain, claimPollIntervalMs, workers } = this.#options;
     const claimed = (publicKey: string) => ({ kind: 'claimed' as const, publicKey: getBytes(publicKey) });
     for (;;) {
@@ -474,30 +486,43 @@ export class SessionPool {
         logger.warn({ err: error, worker: current.worker }, "worker's record not updated");
       }
     };
+    // Never throws, and lets the busy lock go whatever the store writes before it do: callers release in
+    // their own `finally`, and a lock left held keeps the session from every call until its TTL.
     const finish = async (keep: boolean, outcome?: WorkerOutcome): Promise<void> => {
       if (done) return;
       done = true;
-      await recordOutcome(outcome);
-      // The unproven worker's trial session is free again once the call lets the session go.
-      if (trialLease) await this.#releaseLeases([trialLease]);
-      if (keep) {
-        // Used by a job just now: its worker held the key, whatever the pool said when it was recovered.
-        // A session no job was ever submitted in waits only until the keeper closes it early.
-        await poolSession(
-          store,
-          { ...current, recovered: false },
-          current.unusedLeases ? Math.min(idleTtlMs, opens.settings.closeAfterMs) : idleTtlMs,
-        );
-        if (request.conversationId)
-          await store.values.set(
-            affinityKey(session.owner, session.modelId, request.conversationId),
-            session.sessionId.toString(),
-            affinityTtlMs,
+      const sessionId = session.sessionId.toString();
+      try {
+        await recordOutcome(outcome);
+        // The unproven worker's trial session is free again once the call lets the session go.
+        if (trialLease) await this.#releaseLeases([trialLease]);
+        if (keep) {
+          // Used by a job just now: its worker held the key, whatever the pool said when it was recovered.
+          // A session no job was ever submitted in waits only until the keeper closes it early.
+          await poolSession(
+            store,
+            { ...current, recovered: false },
+            current.unusedLeases ? Math.min(idleTtlMs, opens.settings.closeAfterMs) : idleTtlMs,
           );
-      } else {
-        await this.#retire(current, 'discarded after a failure');
+          if (request.conversationId)
+            await store.values.set(
+              affinityKey(session.owner, session.modelId, request.conversationId),
+              sessionId,
+              affinityTtlMs,
+            );
+        } else {
+          await this.#retire(current, 'discarded after a failure');
+        }
+      } catch (error) {
+        // Not pooled: the keeper closes it once idle (its busy lock, released below, no longer hides it).
+        logger.warn({ err: error, sessionId }, 'session not handed back to the pool');
+      } finally {
+        await store.locks
+          .release(sessionBusyKey(session.sessionId), request.holder)
+          .catch((error: unknown) =>
+            logger.warn({ err: error, sessionId }, 'session busy lock not released; it lapses at its TTL'),
+          );
       }
-      await store.locks.release(sessionBusyKey(session.sessionId), request.holder);
     };
     return {
       session,

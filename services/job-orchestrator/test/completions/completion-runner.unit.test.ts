@@ -309,6 +309,58 @@ describe('the completion runner on the signed final (fakes)', () => {
     expect(fakes.sent).toEqual(['settle']);
     expect(fakes.kinds()).toEqual(['PAYMENT_SETTLED', 'SUBMITTED', 'COMPLETED', 'ANSWERED']);
   });
+
+  it('a final acknowledgement that fails (a chain read, a link gone) still records COMPLETED and ANSWERED, on either end', async () => {
+    for (const attempts of [
+      [{ deltas: ['Hel'], outcome: signed('Hello') }, { outcome: committed('Hello') }],
+      [{ deltas: ['Hel'], outcome: committed('Hello') }],
+    ]) {
+      const fakes = new Fakes();
+      fakes.options.workers.acknowledgeFinal = async () => {
+        throw new Error('rpc down');
+      };
+      fakes.attempts = attempts;
+      const events = await run(fakes, fakes.delegateCall());
+      expect(events.at(-1)).toMatchObject({ case: 'completed', text: 'Hello', charged: FEE });
+      expect(fakes.kinds()).toEqual(['SUBMITTED', 'COMPLETED', 'ANSWERED']);
+      expect(fakes.published.at(-1)!.identity).toMatchObject({ reservationId: 'res-1' });
+      expect(fakes.leases).toEqual([expect.objectContaining({ released: 'kept' })]);
+    }
+  });
+});
+
+describe('the session lease on every exit of a submitted job (fakes)', () => {
+  it('is handed back once when the run throws after the submission (tracking it, following it)', async () => {
+    const trackFails = new Fakes();
+    trackFails.options.jobs.track = async () => {
+      throw new Error('store down');
+    };
+    trackFails.attempts = [{ outcome: committed('Hello') }];
+    await run(trackFails, trackFails.delegateCall());
+    expect(trackFails.leases).toEqual([expect.objectContaining({ released: 'kept' })]);
+
+    // The relay's own read fails (no attempt scripted: `follow` throws).
+    const followFails = new Fakes();
+    const events = await run(followFails, followFails.delegateCall());
+    expect(events.at(-1)).toMatchObject({ case: 'failed', jobSubmitted: true });
+    expect(followFails.leases).toEqual([expect.objectContaining({ released: 'kept' })]);
+  });
+
+  it('is handed back when the session is not marked as used, and the job still runs to its answer', async () => {
+    const fakes = new Fakes();
+    const acquire = fakes.options.sessions.acquire;
+    fakes.options.sessions.acquire = async (request) => ({
+      ...(await acquire(request)),
+      jobSubmitted: async () => {
+        throw new Error('store down');
+      },
+    });
+    fakes.attempts = [{ deltas: ['Hel'], outcome: committed('Hello') }];
+    const events = await run(fakes, fakes.delegateCall());
+    expect(events.at(-1)).toMatchObject({ case: 'completed', text: 'Hello' });
+    expect(fakes.kinds()).toEqual(['SUBMITTED', 'COMPLETED', 'ANSWERED']);
+    expect(fakes.leases).toEqual([expect.objectContaining({ released: 'kept' })]);
+  });
 });
 
 describe('the completion runner (fakes)', () => {

@@ -147,6 +147,28 @@ describe('the job keeper (fakes)', () => {
     await store.close();
   });
 
+  it('commits the spend of a Completed job no call serves at once (ANSWERED, once), not at its release', async () => {
+    const { store, keeper, jobs, published, sent } = keeperWith({
+      job: { state: JobState.Completed, completedAt: 1_000 },
+      now: 1_010,
+    });
+    await jobs.track(9n, call);
+    // A job a live call still runs is the call's to settle.
+    const running = await jobs.holdRun(9n, 'call-1', 60_000);
+    await keeper.round();
+    expect(published).toEqual([]);
+    await running.end();
+    await keeper.round();
+    await keeper.round();
+    expect(published).toEqual([
+      { kind: 'ANSWERED', call, step: expect.objectContaining({ jobId: 9n, feeWei: 5n }) },
+    ]);
+    expect(sent).toEqual([]);
+    // Still tracked: released (and its events published) after the dispute window as before.
+    expect((await jobs.list()).map((job) => job.jobId)).toEqual([9n]);
+    await store.close();
+  });
+
   it('refunds an adopted, unserved settlement only late in its dispute window, so a resend can be served first', async () => {
     for (const [elapsed, expected] of [
       [10, []],

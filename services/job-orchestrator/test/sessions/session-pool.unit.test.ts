@@ -164,6 +164,41 @@ describe('the session pool (fakes)', () => {
     }
   });
 
+  it('lets the busy lock go, exactly once, even when the store writes of a release or discard fail', async () => {
+    const { pool, store } = poolWith([worker('0x00000000000000000000000000000000000000b1')]);
+    const announce = store.presence.announce.bind(store.presence);
+    const withdraw = store.presence.withdraw.bind(store.presence);
+    const failing = async (): Promise<never> => {
+      throw new Error('store down');
+    };
+    for (const end of ['release', 'discard'] as const) {
+      const lease = await pool.acquire(request(`call-${end}`, { conversationId: 'c-1' }));
+      const busy = `sessions:busy:${lease.session.sessionId}`;
+      expect(await store.locks.holder(busy)).toBe(`call-${end}`);
+      store.presence.announce = failing;
+      store.presence.withdraw = failing;
+      await expect(lease[end]('answered')).resolves.toBeUndefined();
+      store.presence.announce = announce;
+      store.presence.withdraw = withdraw;
+      expect(await store.locks.holder(busy)).toBeNull();
+      // Once: a second end does not release a lock another call took meanwhile.
+      expect((await store.locks.tryAcquire(busy, 'next-call', 60_000)).acquired).toBe(true);
+      await lease.release();
+      expect(await store.locks.holder(busy)).toBe('next-call');
+      await store.locks.release(busy, 'next-call');
+    }
+  });
+
+  it('lets the busy lock of a session it opened go when waiting for the claim fails, so the keeper can close it', async () => {
+    const { pool, store, chain } = poolWith([worker('0x00000000000000000000000000000000000000b1')]);
+    chain.reads.getSession = async () => {
+      throw new Error('rpc down');
+    };
+    await expect(pool.acquire(request('call-1'))).rejects.toThrow('rpc down');
+    expect(chain.opened).toHaveLength(1);
+    expect(await store.locks.holder('sessions:busy:1')).toBeNull();
+  });
+
   it('retires a recovered session its worker no longer holds, and opens a new one', async () => {
     const address = '0x00000000000000000000000000000000000000b1';
     const { pool, store, chain } = poolWith([worker(address, { heldSessions: ['8'] })]);
