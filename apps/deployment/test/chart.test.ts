@@ -99,6 +99,16 @@ describe.each(cases)('$name', ({ input }) => {
     }
   });
 
+  it("gives the gateway's streams in flight its grace period less 15 s, 10 s within its stop", () => {
+    const gateway = podTemplate(find(objects, 'Deployment', fullName('gateway'))).spec;
+    const env = envOf(gateway.containers[0]!);
+    const grace = gateway.terminationGracePeriodSeconds!;
+    // Answers stream for minutes: a rolled gateway lets them finish (2 min by default).
+    expect(grace).toBeGreaterThanOrEqual(120);
+    expect(env.get('HTTP_SHUTDOWN_GRACE')?.value).toBe(`${grace - 15}s`);
+    expect(env.get('SHUTDOWN_TIMEOUT')?.value).toBe(`${grace - 5}s`);
+  });
+
   it('runs every pod as non-root on a read-only root filesystem with every capability dropped', () => {
     for (const workload of workloads(objects)) {
       const pod = podTemplate(workload).spec;

@@ -373,8 +373,9 @@ function buildUnit(
 }
 
 /**
- * Server options that retire each client connection after `maxAgeMs` (0: never). No grace period: a
- * completion stream has no deadline, so the calls on a retired connection run to their end.
+ * Server options that retire each client connection after `maxAgeMs` (0: never). No grace period (grpc-js
+ * then never forces the connection closed): a completion stream has no deadline, so the calls on a
+ * retired connection run to their end. Clients keep them alive too: see `stopKeepaliveAfterGoaway`.
  */
 export function connectionAgeOptions(maxAgeMs: number): Record<string, number> {
   return maxAgeMs > 0 ? { 'grpc.max_connection_age_ms': maxAgeMs } : {};

@@ -16,8 +16,8 @@ export const gatewayConfigShape = {
     default: '60s',
   }),
   HTTP_SHUTDOWN_GRACE: env.durationMs({
-    doc: "How long a stopping gateway lets the requests in flight finish (a completion stream included) before it closes their connections. Keep it under the pod's termination grace period.",
-    default: '10s',
+    doc: "How long a stopping gateway lets the requests in flight finish (completion streams included, which can take minutes) before it closes their connections; each connection closes as soon as its request is answered. Keep it 10 s under SHUTDOWN_TIMEOUT (60 s by default), for the rest of the stop: the chart sets it 15 s below the gateway's `terminationGracePeriodSeconds` (120 s by default).",
+    default: '50s',
   }),
   HTTP_KEEP_ALIVE_TIMEOUT: env.durationMs({
     doc: "How long an idle keep-alive connection stays open between requests. Behind a proxy, keep it above the proxy's idle timeout (60 s for nginx and AWS ALB), so the proxy never reuses a connection the gateway is closing.",

@@ -7,7 +7,7 @@ import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestr
 import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
 import { defineModule, loopbackFor, peerClient, type ServiceInstance } from '@svc/runtime';
 import { gatewayConfigShape, trustProxySetting } from './config.js';
-import { createHttpServer } from './http/http-server.js';
+import { createHttpServer, drainHttpServer } from './http/http-server.js';
 import { GatewayMetrics } from './observability/gateway-metrics.js';
 import { buildGatewayApp, buildLimitHitReporter } from './service.js';
 import { OrchestratorBackend } from './v1/orchestrator-backend.js';
@@ -101,7 +101,7 @@ export const gatewayModule = defineModule({
           );
       },
       async stop() {
-        if (server) await closeServer(server, config.HTTP_SHUTDOWN_GRACE);
+        if (server) await drainHttpServer(server, config.HTTP_SHUTDOWN_GRACE);
         // After the server: no refusal comes later. The last flush sends what this replica counted.
         await limitHits.stop();
         closeClient(keyService);
@@ -111,15 +111,3 @@ export const gatewayModule = defineModule({
     };
   },
 });
-
-/** Stops taking connections, lets requests in flight finish for up to `graceMs`, then closes the rest. */
-function closeServer(server: Server, graceMs: number): Promise<void> {
-  return new Promise((resolve) => {
-    const cutOff = setTimeout(() => server.closeAllConnections(), graceMs);
-    server.close(() => {
-      clearTimeout(cutOff);
-      resolve();
-    });
-    server.closeIdleConnections();
-  });
-}

@@ -11,6 +11,7 @@ import {
 import type { GenService } from '@bufbuild/protobuf/codegenv2';
 import * as grpc from '@grpc/grpc-js';
 import { METADATA, RpcError } from './errors.js';
+import { stopKeepaliveAfterGoaway } from './goaway-keepalive.js';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './server.js';
 import type { CallOptions, GenServiceMethods, ServiceClient } from './types.js';
 
@@ -24,6 +25,8 @@ export interface ClientOptions {
 }
 
 const channels = new WeakMap<object, grpc.Client>();
+
+stopKeepaliveAfterGoaway();
 
 /**
  * A typed client for a protobuf-es service over @grpc/grpc-js. Unary calls return promises, streams are

@@ -1,4 +1,4 @@
-import { createServer, type RequestListener, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server, type ServerResponse } from 'node:http';
 
 export interface HttpServerTimeouts {
   /** Longest a client may take to send a request's headers (slow-header clients are cut off). */
@@ -32,7 +32,7 @@ export function createHttpServer(app: RequestListener, timeouts: HttpServerTimeo
     MAX_SWEEP_INTERVAL_MS,
     Math.max(MIN_SWEEP_INTERVAL_MS, Math.floor(Math.min(...enforced, MAX_SWEEP_INTERVAL_MS * 4) / 4)),
   );
-  return createServer(
+  const server = createServer(
     {
       headersTimeout: headersTimeoutMs,
       requestTimeout: requestTimeoutMs,
@@ -41,4 +41,28 @@ export function createHttpServer(app: RequestListener, timeouts: HttpServerTimeo
     },
     app,
   );
+  // A stopping server closes each connection as soon as its request is answered: kept alive, it would hold
+  // the drain open until the grace ran out (and take more requests meanwhile).
+  server.on('request', (_request, response: ServerResponse) =>
+    response.once('close', () => {
+      if (!server.listening) setImmediate(() => server.closeIdleConnections());
+    }),
+  );
+  return server;
+}
+
+/**
+ * Stops taking connections and lets the requests in flight (completion streams included) finish for up
+ * to `graceMs`, closing each connection as its request ends; then closes what is left. Resolves once
+ * every connection is closed.
+ */
+export function drainHttpServer(server: Server, graceMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const cutOff = setTimeout(() => server.closeAllConnections(), graceMs);
+    server.close(() => {
+      clearTimeout(cutOff);
+      resolve();
+    });
+    server.closeIdleConnections();
+  });
 }
