@@ -209,9 +209,11 @@ describe('a Redis that loses its keys under load', () => {
       );
       expect(afterLoss.length).toBeGreaterThan(3);
       expect(afterLoss.filter((result) => result.failure !== undefined)).toEqual([]);
-      // The sessions it had are reused: no new session was needed for the same three callers.
+      // The sessions it had are reused. A recovered session is taken only once its worker's heartbeat lists
+      // it again, so a caller arriving in that gap may open one new session: at most one per caller, never
+      // one per call.
       const openAfter = await openSessionsOf(wallet.address);
-      expect(openAfter.length).toBeLessThanOrEqual(openBefore.length + 1);
+      expect(openAfter.length).toBeLessThanOrEqual(openBefore.length + 3);
       await waitUntil(
         async () =>
           (await redis.open().presence.list(OPEN_SESSIONS_GROUP)).map((entry) => BigInt(entry.member)),
