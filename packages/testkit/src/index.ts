@@ -17,3 +17,4 @@ export {
 } from './database.js';
 export { freePort } from './ports.js';
 export { sampleValue, scrape } from './metrics.js';
+export { selfSignedCertificate } from './tls.js';

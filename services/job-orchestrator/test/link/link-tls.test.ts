@@ -1,6 +1,5 @@
 // The orchestrator's worker link listener serving TLS (WORKER_LINK_TLS_CERT_FILE, WORKER_LINK_TLS_KEY_FILE),
 // with a self-signed certificate made here with openssl: a worker that trusts it links; plaintext does not.
-import { execFileSync } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,7 +9,7 @@ import { createLogger, MemoryStore } from '@svc/platform';
 import { TEST_SERVICE_TOKEN_SETTINGS } from '@svc/platform/testing';
 import { tlsChannelCredentials } from '@svc/proto';
 import { runTarget, type RunningTarget } from '@svc/runtime';
-import { useDevnet } from '@svc/testkit';
+import { selfSignedCertificate, useDevnet } from '@svc/testkit';
 import { linkTlsCredentials } from '../../src/link/link-tls.js';
 import { jobOrchestratorModule, type JobOrchestratorInstance } from '../../src/module.js';
 import { ChainSide } from '../support/chain-side.js';
@@ -31,31 +30,7 @@ const linkAddress = () =>
 
 beforeAll(async () => {
   certDir = await mkdtemp(join(tmpdir(), 'svc-orchestrator-link-tls-'));
-  cert = join(certDir, 'link.crt');
-  key = join(certDir, 'link.key');
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-days',
-      '1',
-      '-subj',
-      '/CN=localhost',
-      '-addext',
-      'subjectAltName=DNS:localhost,IP:127.0.0.1',
-    ],
-    { stdio: 'ignore' },
-  );
+  ({ cert, key } = selfSignedCertificate(certDir, 'link'));
   const net = devnet();
   registered = await fundedWallet(net);
   await new ChainSide(net, net.wallet(4)).registerWorker(registered);

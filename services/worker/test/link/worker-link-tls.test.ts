@@ -1,6 +1,5 @@
 // The worker link over TLS, end to end over real gRPC: a self-signed certificate made here with openssl,
 // served by the orchestrator's side and trusted by the worker through ORCHESTRATOR_LINK_CA_FILE.
-import { execFileSync } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,7 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/glob
 import { Wallet } from 'ethers';
 import { createLogger } from '@svc/platform';
 import { tlsServerCredentials } from '@svc/proto';
-import { waitUntil } from '@svc/testkit';
+import { selfSignedCertificate, waitUntil } from '@svc/testkit';
 import { FinalAnswerJournal } from '../../src/jobs/final-answer-journal.js';
 import { isLoopbackTarget, resolveLinkTarget } from '../../src/link/link-target.js';
 import { linkBackoff, WorkerLink } from '../../src/link/worker-link.js';
@@ -27,34 +26,7 @@ let server: TestLinkServer;
 let dataDir: string;
 const links: WorkerLink[] = [];
 
-function selfSigned(name: string): { cert: string; key: string } {
-  const cert = join(certDir, `${name}.crt`);
-  const key = join(certDir, `${name}.key`);
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-days',
-      '1',
-      '-subj',
-      '/CN=localhost',
-      '-addext',
-      'subjectAltName=DNS:localhost,IP:127.0.0.1',
-    ],
-    { stdio: 'ignore' },
-  );
-  return { cert, key };
-}
+const selfSigned = (name: string) => selfSignedCertificate(certDir, name);
 
 beforeAll(async () => {
   certDir = await mkdtemp(join(tmpdir(), 'svc-link-tls-'));
