@@ -27,6 +27,7 @@ import {
 } from './events/lifecycle-relay.js';
 import { JobKeeper } from './keeper/job-keeper.js';
 import { TrackedJobs } from './keeper/tracked-jobs.js';
+import { HandedOverJobs } from './link/handed-over-jobs.js';
 import { RegistryJobAttempts } from './link/job-attempts.js';
 import { RegistryWorkerAdmission } from './link/worker-admission.js';
 import { WorkerLinkServer } from './link/worker-link-server.js';
@@ -130,7 +131,7 @@ export function buildWorkerLinkServer(
     presenceTtlMs: config.LINK_PRESENCE_TTL,
     challengeTtlMs: config.LINK_CHALLENGE_TTL,
     admission: new RegistryWorkerAdmission(chain, config.LINK_WORKER_STATUS_CACHE_TTL),
-    attempts: new RegistryJobAttempts(chain),
+    attempts: new HandedOverJobs(new RegistryJobAttempts(chain), store.values),
     store,
     logger,
     ...(ports.replicaId ? { replicaId: ports.replicaId } : {}),
@@ -248,6 +249,7 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     sessions,
     relay,
     workers: linkServer,
+    handovers: new HandedOverJobs(new RegistryJobAttempts(chain), store.values),
     jobs,
     lifecycle,
     enabled: config.COMPLETIONS_ENABLED,

@@ -24,6 +24,8 @@ export interface TransactionBody {
 
 export interface SignedAttempt {
   readonly record: SentTransactionRecord;
+  /** The signed transaction without its blob sidecar (the form its hash and signature cover). */
+  readonly signedTransaction: string;
   /** How the node took it. `nonce_too_low`: the chain moved past the nonce before it arrived. */
   readonly outcome: 'accepted' | 'nonce_too_low' | 'underpriced';
 }
@@ -53,7 +55,7 @@ export async function signRecordBroadcast(
     maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
   };
   if (body.blobs.length > 0) request.maxFeePerBlobGas = fees.maxFeePerBlobGas;
-  const { rawTransaction, hash } = await signTransaction(account, request, body.blobs);
+  const { rawTransaction, hash, signedTransaction } = await signTransaction(account, request, body.blobs);
   const record: SentTransactionRecord = {
     account: account.address,
     nonce,
@@ -69,7 +71,7 @@ export async function signRecordBroadcast(
     signedAtMs: Date.now(),
   };
   await context.journal.record(record);
-  return { record, outcome: await broadcast(context.provider, rawTransaction) };
+  return { record, signedTransaction, outcome: await broadcast(context.provider, rawTransaction) };
 }
 
 /**
@@ -83,7 +85,7 @@ export async function signTransaction(
   account: SendingAccount,
   request: TransactionRequest,
   blobs: readonly BlobSidecar[],
-): Promise<{ rawTransaction: string; hash: string }> {
+): Promise<{ rawTransaction: string; hash: string; signedTransaction: string }> {
   const signingKey = (account as Partial<BaseWallet>).signingKey;
   if (blobs.length > 0 && signingKey instanceof SigningKey) {
     const tx = Transaction.from({
@@ -91,16 +93,19 @@ export async function signTransaction(
       blobVersionedHashes: blobs.map((blob) => blob.versionedHash),
     } as TransactionLike<string>);
     tx.signature = signingKey.sign(tx.unsignedHash);
-    return { rawTransaction: withSidecar(tx.serialized, blobs), hash: tx.hash! };
+    return { rawTransaction: withSidecar(tx.serialized, blobs), hash: tx.hash!, signedTransaction: tx.serialized };
   }
   const rawTransaction = await account.signTransaction(
     blobs.length > 0
       ? { ...request, blobs: blobs.map(({ data, commitment, proof }) => ({ data, commitment, proof })), kzg }
       : request,
   );
-  const hash = Transaction.from(rawTransaction).hash;
-  if (!hash) throw new Error('signed transaction has no hash');
-  return { rawTransaction, hash };
+  const parsed = Transaction.from(rawTransaction);
+  if (!parsed.hash) throw new Error('signed transaction has no hash');
+  // A signer other than a local key (a remote one) gives the network form: its sidecar-free form is
+  // the parsed transaction with the blobs dropped.
+  parsed.blobs = null;
+  return { rawTransaction, hash: parsed.hash, signedTransaction: parsed.serialized };
 }
 
 /**

@@ -8,7 +8,7 @@ import { blobFeeCap, currentExecutionFees, replacementFees, type TransactionFees
 import { NonceGapRepair } from './nonce-gap-repair.js';
 import type { OperatorLanes, SendingAccount, TransactionLane } from './operator-lanes.js';
 import type { SentTransactionJournal, SentTransactionRecord } from './sent-transaction-journal.js';
-import { signRecordBroadcast, type TransactionBody } from './signed-broadcast.js';
+import { signRecordBroadcast, type SignedAttempt, type TransactionBody } from './signed-broadcast.js';
 
 /** What to send: a call (or transfer) with an optional set of blobs. */
 export interface TransactionIntent {
@@ -19,6 +19,18 @@ export interface TransactionIntent {
   readonly blobs?: readonly BlobSidecar[];
   /** Skips the gas estimate; the call is still simulated with `eth_call`. */
   readonly gasLimit?: bigint;
+  /**
+   * Told once, when the node first accepts a signed attempt (before it is mined): the fast path hands the
+   * signed submission to its worker then (docs/protocol.md, Starting before inclusion).
+   */
+  readonly onBroadcast?: (signed: BroadcastAttempt) => void;
+}
+
+/** A signed attempt the node accepted into its pool, not yet mined. */
+export interface BroadcastAttempt {
+  readonly hash: string;
+  /** The signed transaction without a blob sidecar (EIP-2718 form), as its signature covers it. */
+  readonly signedTransaction: string;
 }
 
 export interface MinedTransaction {
@@ -56,6 +68,18 @@ export interface TransactionSenderOptions {
   readonly maxNonceRetries?: number;
 }
 
+/** Tells the intent's listener of the first accepted attempt, once; a listener's error never stops the send. */
+function announce(pending: PendingNonce, attempt: SignedAttempt): void {
+  const listener = pending.onBroadcast;
+  if (!listener) return;
+  pending.onBroadcast = undefined;
+  try {
+    listener({ hash: attempt.record.hash, signedTransaction: attempt.signedTransaction });
+  } catch {
+    // The listener's own business: the transaction is sent and watched regardless.
+  }
+}
+
 /** Records this far below a mined nonce are final on any chain worth using and can go. */
 const JOURNAL_KEPT_NONCES = 1_024;
 
@@ -65,6 +89,8 @@ interface PendingNonce {
   readonly nonce: number;
   readonly body: TransactionBody;
   readonly attempts: SentTransactionRecord[];
+  /** Set until an attempt was accepted and announced. */
+  onBroadcast: TransactionIntent['onBroadcast'];
 }
 
 /**
@@ -149,7 +175,16 @@ export class TransactionSender {
         );
         continue;
       }
-      return this.#watch({ account, lane, nonce, body, attempts: [first.record] });
+      const pending: PendingNonce = {
+        account,
+        lane,
+        nonce,
+        body,
+        attempts: [first.record],
+        onBroadcast: intent.onBroadcast,
+      };
+      if (first.outcome === 'accepted') announce(pending, first);
+      return this.#watch(pending);
     }
   }
 
@@ -266,6 +301,7 @@ export class TransactionSender {
     // 'nonce_too_low' means one of the earlier attempts (or someone else) was just mined: the next
     // look finds out which. 'underpriced' keeps the higher caps as the base of the next bump.
     pending.attempts.push(attempt.record);
+    if (attempt.outcome === 'accepted') announce(pending, attempt);
   }
 
   /** The receipt of whichever of our attempts at this nonce was mined, newest first. */

@@ -37,6 +37,12 @@ describe('signTransaction', () => {
     expect(parsed.blobs?.map((blob) => blob.data)).toEqual(
       blobs.map((blob) => `0x${Buffer.from(blob.data).toString('hex')}`),
     );
+    // The sidecar-free form (what a worker is handed before inclusion) parses to the same signed transaction.
+    const withoutSidecar = Transaction.from(fast.signedTransaction);
+    expect(withoutSidecar.blobs).toBeNull();
+    expect(withoutSidecar.hash).toBe(fast.hash);
+    expect(withoutSidecar.from).toBe(wallet.address);
+    expect(fast.signedTransaction.length).toBeLessThan(1_000);
   });
 
   it('signs a plain transaction as ethers does', async () => {

@@ -7,6 +7,7 @@ import {
   chainTimeNow,
   decodeProtocolLog,
   type BlobSidecar,
+  type BroadcastAttempt,
   type ChainClient,
   type ContractError,
   type ProtocolEvent,
@@ -33,6 +34,16 @@ export class SubmissionOutcomeUnknownError extends Error {
     super(`the submission of blob ${promptBlobHash} in session ${sessionId} has no known outcome`, { cause });
     this.name = 'SubmissionOutcomeUnknownError';
   }
+}
+
+/** A submission the node accepted, not yet mined (`signedTransaction` absent when it was only seen mined). */
+export interface BroadcastSubmission {
+  readonly jobId: bigint;
+  readonly hash: string;
+  /** The signed transaction without its sidecar, for the worker to check before inclusion. */
+  readonly signedTransaction?: string;
+  readonly blob: BlobSidecar;
+  readonly landed: Promise<{ jobId: bigint; fee: bigint; tx: ServiceTransaction }>;
 }
 
 /** A transaction the service sent, mined, with the protocol events it emitted. */
@@ -79,37 +90,49 @@ export class ServiceChain {
   }
 
   /**
-   * The prompt blob is built here (KZG commitment and proof), so its cost shows up in the submission. A
-   * send that fails in an unknown way (after its broadcast, perhaps) is looked up on chain by its blob;
-   * when it is not found the error is a `SubmissionOutcomeUnknownError` naming the blob, which may land.
+   * Signs and broadcasts a submission, resolving once the node accepted it (before it is mined): the job id
+   * is the session's next (docs/protocol.md, Job ids), named in the transaction, so it is known now and a
+   * submission another one overtook in the session reverts. `landed` says how the send ended: the job
+   * mined, a revert, or, for a send that failed in an unknown way (after its broadcast, perhaps) and whose
+   * blob is not found on chain, a `SubmissionOutcomeUnknownError` naming the blob, which may still land.
+   * The prompt blob is built here (KZG commitment and proof), so its cost shows up in the submission.
    */
   async submitJobFor(
     payer: string,
     sessionId: bigint,
     maxFee: bigint,
     promptWire: Uint8Array,
-  ): Promise<{ jobId: bigint; fee: bigint; tx: ServiceTransaction }> {
+  ): Promise<BroadcastSubmission> {
     const blob = blobSidecarOf(promptWire);
-    // The job's id is the session's next (docs/protocol.md, Job ids): named in the transaction, so it is
-    // known before inclusion, and a submission another one overtook in the session reverts.
     const jobId = await this.reads.jobRegistry.nextJobId(sessionId);
-    let tx: ServiceTransaction;
-    try {
-      tx = await this.#send('submitJobFor', [payer, sessionId, jobId, maxFee], [blob]);
-    } catch (error) {
-      const nothingLanded =
-        error instanceof ContractRevertError ||
-        error instanceof BlobFeeTooHighError ||
-        error instanceof TransactionRevertedError;
-      if (nothingLanded) throw error;
-      const landed = await this.#landedSubmission(payer, sessionId, blob.versionedHash).catch(
-        () => undefined,
-      );
-      if (landed) return landed;
-      throw new SubmissionOutcomeUnknownError(sessionId, blob.versionedHash, error);
-    }
-    const submitted = only(tx, 'JobSubmitted');
-    return { jobId: submitted.args.jobId, fee: submitted.args.fee, tx };
+    let announce!: (attempt: BroadcastAttempt) => void;
+    const broadcast = new Promise<BroadcastAttempt>((resolve) => (announce = resolve));
+    const landed = this.#send('submitJobFor', [payer, sessionId, jobId, maxFee], [blob], announce).then(
+      (tx) => {
+        const submitted = only(tx, 'JobSubmitted');
+        return { jobId: submitted.args.jobId, fee: submitted.args.fee, tx };
+      },
+      async (error: unknown) => {
+        const nothingLanded =
+          error instanceof ContractRevertError ||
+          error instanceof BlobFeeTooHighError ||
+          error instanceof TransactionRevertedError;
+        if (nothingLanded) throw error;
+        const found = await this.#landedSubmission(payer, sessionId, blob.versionedHash).catch(
+          () => undefined,
+        );
+        if (found) return found;
+        throw new SubmissionOutcomeUnknownError(sessionId, blob.versionedHash, error);
+      },
+    );
+    // A refusal before the broadcast (a simulation's revert, the blob fee) rejects this call itself.
+    const first = await Promise.race([
+      broadcast.then((attempt) => ({ attempt })),
+      landed.then((mined) => ({ mined })),
+    ]);
+    if ('mined' in first) return { jobId: first.mined.jobId, hash: first.mined.tx.hash, blob, landed };
+    const { hash, signedTransaction } = first.attempt;
+    return { jobId, hash, signedTransaction, blob, landed };
   }
 
   /** The job a submission of this blob into this session landed as, if it is on chain (recent blocks). */
@@ -173,11 +196,17 @@ export class ServiceChain {
     method: string,
     args: readonly unknown[],
     blobs?: readonly BlobSidecar[],
+    onBroadcast?: (attempt: BroadcastAttempt) => void,
   ): Promise<ServiceTransaction> {
     const data = (this.reads.jobRegistry.interface as Interface).encodeFunctionData(method, args);
     let mined: Awaited<ReturnType<TransactionSender['send']>>;
     try {
-      mined = await this.sender.send({ to: this.jobRegistry, data, ...(blobs ? { blobs } : {}) });
+      mined = await this.sender.send({
+        to: this.jobRegistry,
+        data,
+        ...(blobs ? { blobs } : {}),
+        ...(onBroadcast ? { onBroadcast } : {}),
+      });
     } catch (error) {
       const unsent = error instanceof ContractRevertError || error instanceof BlobFeeTooHighError;
       this.metrics.transactionSent(method, unsent ? 'refused' : 'failed');

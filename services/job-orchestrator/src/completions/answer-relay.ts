@@ -35,6 +35,16 @@ export interface AttemptToRelay {
     readonly chainId: bigint;
     readonly jobRegistry: string;
   };
+  /**
+   * Set for an attempt handed to its worker before its submission was mined (docs/protocol.md, Starting
+   * before inclusion): until the chain holds the job, its absence is the submission still on its way.
+   */
+  readonly landing?: SubmissionLanding;
+}
+
+/** Whether a submission handed over before inclusion has failed to land (reverted, refused, or unknown). */
+export interface SubmissionLanding {
+  readonly failed: boolean;
 }
 
 /** How an attempt ended. */
@@ -54,7 +64,12 @@ export type AttemptOutcome =
    */
   | { readonly kind: 'signed'; readonly text: string; readonly final: FinalAnswer }
   /** The worker failed the job, it missed its deadline, or it moved on without this relay. */
-  | { readonly kind: 'failed'; readonly reason: string; readonly job: Job };
+  | { readonly kind: 'failed'; readonly reason: string; readonly job: Job }
+  /**
+   * The job is not on chain and will not be answered: its submission failed to land, or its worker gave it
+   * up unmined (`NOT_MINED`). Only with `landing`; the submission may still land (the run's to follow).
+   */
+  | { readonly kind: 'unlanded'; readonly reason: string };
 
 export interface AnswerRelayOptions {
   readonly frames: FrameStreams;
@@ -141,6 +156,14 @@ export class AnswerRelay {
       if (!final && !workerError && now - lastChainRead < pollIntervalMs) continue;
       lastChainRead = now;
       const job = await readJob(attempt.jobId);
+      if (job.attempt === 0 && attempt.landing) {
+        if (attempt.landing.failed) return { kind: 'unlanded', reason: 'its submission did not land' };
+        if (workerError === JobErrorReason.NOT_MINED)
+          return { kind: 'unlanded', reason: 'its submission was not mined in time' };
+        // Still on its way: deltas flow meanwhile; the chain is looked at again after a poll interval.
+        if (final || workerError !== undefined) await sleep(pollIntervalMs);
+        continue;
+      }
       if (job.attempt !== attempt.attempt)
         return { kind: 'failed', reason: 'the job moved to another attempt', job };
       switch (job.state) {

@@ -14,6 +14,8 @@ import type { CompletionEvent, ServiceDescription } from './completion-call.js';
  */
 export class CallStream {
   #started = false;
+  /** Whether the caller was given its answer or an error: nothing more reaches it. */
+  #ended = false;
   #sentText = '';
   /** When the call was accepted, and how long its first output took (for the usage record). */
   readonly #acceptedAt = Date.now();
@@ -38,8 +40,16 @@ export class CallStream {
     return this.#started;
   }
 
+  /**
+   * Whether the caller's call is over: it was answered, or told of an error while its job could still land
+   * (a submission its worker gave up before inclusion). An answer after that is undelivered.
+   */
+  get ended(): boolean {
+    return this.#ended;
+  }
+
   delta(service: ServiceDescription, fee: bigint, text: string): void {
-    if (!this.options.stream || text.length === 0) return;
+    if (!this.options.stream || text.length === 0 || this.#ended) return;
     this.#start(service, fee);
     this.#sentText += text;
     this.emit({ case: 'delta', text });
@@ -67,11 +77,14 @@ export class CallStream {
     deferRecord = false,
   ): boolean {
     const { jobId, sessionId, worker, droppedMessages } = service;
+    // The caller was told of an error already: the answer never reached it (refunded as undelivered).
+    if (this.#ended) return false;
     const record = (kind: JobLifecycleKind, step: LifecycleStep): void => {
       this.#endedAt = Date.now();
       if (deferRecord) this.#deferred = { kind, step };
       else this.recordAfterEnd(kind, step);
     };
+    this.#ended = true;
     if (!text.startsWith(this.#sentText)) {
       const error = new AppError('stream_diverged');
       this.emit({ case: 'failed', error, jobSubmitted: true });
@@ -122,12 +135,12 @@ export class CallStream {
    * spend hold back goes with it: the job's refund (REFUNDED) or its release (ANSWERED) settles the hold.
    */
   failCommitted(error: AppError): void {
-    this.emit({ case: 'failed', error, jobSubmitted: true });
+    this.#end({ case: 'failed', error, jobSubmitted: true });
   }
 
-  /** The call ends with its job on chain, unanswered. */
+  /** The call ends with its job on chain, unanswered (recorded even when the caller heard of it earlier). */
   fail(error: AppError, service: ServiceDescription): void {
-    this.emit({ case: 'failed', error, jobSubmitted: true });
+    this.#end({ case: 'failed', error, jobSubmitted: true });
     this.recordAfterEnd(JobLifecycleKind.FAILED, {
       jobId: service.jobId,
       sessionId: service.sessionId,
@@ -138,7 +151,14 @@ export class CallStream {
 
   /** The call ends without a job, or without knowing whether its job landed. */
   failWithout(error: AppError, jobSubmitted: boolean): void {
-    this.emit({ case: 'failed', error, jobSubmitted });
+    this.#end({ case: 'failed', error, jobSubmitted });
+  }
+
+  /** Tells the caller how its call ended, once. */
+  #end(event: Extract<CompletionEvent, { case: 'failed' }>): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.emit(event);
   }
 
   /**

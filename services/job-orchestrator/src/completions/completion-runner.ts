@@ -5,6 +5,7 @@ import { AsyncQueue } from '@svc/proto';
 import type { ServiceChain } from '../chain/service-chain.js';
 import { JobLifecycleKind, type LifecyclePublisher } from '../events/lifecycle-events.js';
 import type { TrackedJobs } from '../keeper/tracked-jobs.js';
+import type { HandedOverJobs } from '../link/handed-over-jobs.js';
 import type { LinkedWorkers } from '../link/worker-link-server.js';
 import type { JobOrchestratorMetrics } from '../observability/job-orchestrator-metrics.js';
 import type { SessionLease, SessionPool } from '../sessions/session-pool.js';
@@ -17,7 +18,7 @@ import {
   SubmissionReverted,
   SubmissionUnknown,
   refuseUnless,
-  type SubmittedJob,
+  type AnnouncedJob,
 } from './payment-paths/payment-path.js';
 import type { PaymentPaths } from './payment-paths/payment-paths.js';
 import { preparePrompt, sealPrompt, type PreparedPrompt } from './prompt-envelope.js';
@@ -43,6 +44,8 @@ export interface CompletionRunnerOptions {
   readonly sessions: Pick<SessionPool, 'acquire'>;
   readonly relay: Pick<AnswerRelay, 'follow' | 'retire'>;
   readonly workers: Pick<LinkedWorkers, 'live' | 'sendHint' | 'acknowledgeFinal'>;
+  /** Where a job handed to its worker before inclusion is recorded, so every replica takes its frames. */
+  readonly handovers: Pick<HandedOverJobs, 'record'>;
   readonly jobs: Pick<TrackedJobs, 'track' | 'holdRun' | 'forget' | 'markUndelivered'>;
   readonly lifecycle: Pick<LifecyclePublisher, 'requested' | 'publish'>;
   /** False when completions are switched off in config. */
@@ -58,8 +61,9 @@ const SESSION_TRIES = 3;
 
 /**
  * Runs completions as JobRegistry jobs: checks the call can be paid on its payment path, builds and
- * encrypts the prompt, submits the blob-carrying job in a pooled session, then hands the job to its
- * `SubmittedJobRun` (relay, verification, retry, dispute, refund). Every step is a lifecycle event.
+ * encrypts the prompt, submits the blob-carrying job in a pooled session, then, as soon as the submission
+ * is broadcast, hands the job to its `SubmittedJobRun` (hand-over to the worker before inclusion, relay,
+ * verification, retry, dispute, refund). Every step is a lifecycle event.
  *
  * Once a job is submitted its run no longer depends on the caller: a client that leaves stops receiving
  * events, but the run still sees the job to its end and publishes how it ended, which is what settles the
@@ -197,7 +201,7 @@ class CompletionRun {
   async #submit(
     model: ConfiguredModel,
     prompt: PreparedPrompt,
-  ): Promise<{ lease: SessionLease; job: SubmittedJob }> {
+  ): Promise<{ lease: SessionLease; job: AnnouncedJob }> {
     for (let tries = 1; ; tries++) {
       this.#throwIfCallerLeft();
       const lease = await refuseUnless(() => this.#acquireSession(model.modelId));

@@ -5,11 +5,41 @@ import { JobLifecycleKind, type LifecyclePublisher } from '../events/lifecycle-e
 import type { TrackedJobs } from '../keeper/tracked-jobs.js';
 import type { LinkedWorkers } from '../link/worker-link-server.js';
 import type { SessionLease } from '../sessions/session-pool.js';
-import type { AnswerRelay, AttemptOutcome, AttemptToRelay } from './answer-relay.js';
+import type { HandedOverJobs } from '../link/handed-over-jobs.js';
+import type { AnswerRelay, AttemptOutcome, AttemptToRelay, SubmissionLanding } from './answer-relay.js';
 import type { CallStream } from './call-stream.js';
 import type { ServiceDescription } from './completion-call.js';
-import type { PaymentPath, SubmittedJob } from './payment-paths/payment-path.js';
+import {
+  NotSubmitted,
+  SubmissionUnknown,
+  type AnnouncedJob,
+  type PaymentPath,
+  type PendingHandover,
+  type SubmittedJob,
+} from './payment-paths/payment-path.js';
 import type { PreparedPrompt } from './prompt-envelope.js';
+
+/** A submission's way to the chain, as the run and its relay see it. */
+class Landing implements SubmissionLanding {
+  #failed = false;
+  /** The job on chain once its own bookkeeping is done; rejects as the landing does, or with that bookkeeping's error. */
+  readonly settled: Promise<SubmittedJob>;
+
+  constructor(landed: Promise<SubmittedJob>, onLanded: (job: SubmittedJob) => Promise<void>) {
+    landed.catch(() => (this.#failed = true));
+    this.settled = landed.then(async (job) => {
+      await onLanded(job);
+      return job;
+    });
+    // Awaited where the run needs it; a run that ended before never does.
+    this.settled.catch(() => undefined);
+  }
+
+  /** Whether the submission failed to land (reverted, refused, or with an unknown outcome). */
+  get failed(): boolean {
+    return this.#failed;
+  }
+}
 
 /** The transaction that started an attempt (submission, settlement or reassignment). */
 interface AttemptTransaction {
@@ -42,6 +72,8 @@ export interface SubmittedJobRunOptions {
   readonly lifecycle: Pick<LifecyclePublisher, 'publish'>;
   readonly relay: Pick<AnswerRelay, 'follow' | 'retire'>;
   readonly workers: Pick<LinkedWorkers, 'sendHint' | 'acknowledgeFinal'>;
+  /** Where a job handed to its worker before inclusion is recorded, so every replica takes its frames. */
+  readonly handovers: Pick<HandedOverJobs, 'record'>;
   /** How long a job's `running` mark outlives the call holding it (renewed while the call lives). */
   readonly runMarkTtlMs: number;
   readonly logger: Logger;
@@ -68,48 +100,44 @@ export interface SubmittedJobCall {
  * that failed for good. Every step is a lifecycle event.
  */
 export class SubmittedJobRun {
+  /** The job's `running` mark, held from when it is on chain. */
+  #run: { end(): Promise<void> } | undefined;
+
   constructor(
     private readonly options: SubmittedJobRunOptions,
     private readonly call: SubmittedJobCall,
   ) {}
 
-  async serve(firstLease: SessionLease, submitted: SubmittedJob, firstPrompt: PreparedPrompt): Promise<void> {
-    const { jobId, fee } = submitted;
-    const { chain, jobs, lifecycle, relay, logger } = this.options;
+  async serve(firstLease: SessionLease, announced: AnnouncedJob, firstPrompt: PreparedPrompt): Promise<void> {
+    const { jobId } = announced;
+    const { chain, relay, logger } = this.options;
     const { payment, stream } = this.call;
-    let attemptTx: AttemptTransaction = submitted;
+    let fee = announced.fee;
     let lease = firstLease;
     let prompt = firstPrompt;
     let attempt = 1;
     let service: ServiceDescription = {
       jobId,
       sessionId: lease.session.sessionId,
-      txHash: attemptTx.hash,
+      txHash: announced.hash,
       worker: lease.session.worker,
       droppedMessages: prompt.droppedMessages,
     };
     const failedSessions = new Set<bigint>();
-    let run: Awaited<ReturnType<typeof jobs.holdRun>> | undefined;
+    const landing = new Landing(announced.landed, async (job) => {
+      fee = job.fee;
+      await this.#recordLanded(job, service, prompt);
+    });
     try {
-      await jobs.track(jobId, payment.identity);
-      run = await jobs.holdRun(jobId, this.call.holder, this.options.runMarkTtlMs);
-      await lifecycle.publish(payment.identity, JobLifecycleKind.SUBMITTED, {
-        jobId,
-        sessionId: service.sessionId,
-        attempt,
-        txHash: attemptTx.hash,
-        worker: service.worker,
-        feeWei: fee,
-        droppedMessages: prompt.droppedMessages,
-      });
+      if (announced.handover) await this.#handOver(service, announced.handover);
       for (;;) {
-        this.#hintJob(service, attempt, attemptTx);
-        const otherReplyKeys = attempt === 1 ? submitted.otherReplyKeys : undefined;
+        const otherReplyKeys = attempt === 1 ? announced.otherReplyKeys : undefined;
         const toRelay = {
           jobId,
           attempt,
           replyKey: prompt.replyKey,
           ...(otherReplyKeys ? { otherReplyKeys } : {}),
+          ...(attempt === 1 ? { landing } : {}),
         };
         const outcome = await relay.follow(
           {
@@ -123,40 +151,36 @@ export class SubmittedJobRun {
           },
           (text) => stream.delta(service, fee, text),
         );
+        if (outcome.kind === 'unlanded') {
+          // Nothing more is followed unless the submission lands after all (then it is followed as a job
+          // whose caller is gone: an answer to it is refunded as undelivered).
+          if (!(await this.#awaitUnlanded(landing, lease, outcome.reason))) return;
+          continue;
+        }
         if (outcome.kind === 'signed') {
-          await this.#settleSigned(toRelay, outcome.text, lease, service, fee);
+          await this.#settleSigned(toRelay, outcome.text, lease, service, () => fee, landing);
           return;
         }
         if (outcome.kind === 'committed') {
-          // The worker answered: its record counts it (WorkerReputation, the pool's choice of workers).
-          await lease.release('answered');
-          await this.#acknowledgeFinal(jobId, attempt);
-          await lifecycle.publish(payment.identity, JobLifecycleKind.COMPLETED, {
-            jobId,
-            attempt,
-            worker: service.worker,
-            sessionId: service.sessionId,
-          });
-          // A stream that diverged from the committed answer delivered nothing usable: refunded.
-          if (!stream.deliver(outcome.text, service, fee, attempt)) await this.#refundUndelivered(jobId, fee);
-          else
-            await payment
-              .answered?.()
-              .catch((error: unknown) => logger.warn({ err: error }, 'answer not marked'));
+          await landing.settled;
+          await this.#deliverCommitted(toRelay, outcome.text, lease, service, fee);
           return;
         }
         if (outcome.kind === 'mismatch') {
+          await landing.settled;
           await lease.discard('failed');
           await this.#dispute(jobId, attempt, outcome, service);
           return;
         }
         if (outcome.kind === 'undelivered') {
+          await landing.settled;
           await lease.release('failed');
           stream.failCommitted(new AppError('job_failed', { message: `The job failed: ${outcome.reason}.` }));
           await this.#refundUndelivered(jobId, fee);
           return;
         }
         // The attempt failed. Retry once in a new session, only if nothing reached the client yet.
+        await landing.settled;
         await lease.discard('failed');
         failedSessions.add(service.sessionId);
         logger.info({ jobId: jobId.toString(), attempt, reason: outcome.reason }, 'job attempt failed');
@@ -164,6 +188,7 @@ export class SubmittedJobRun {
         const { maxAttempts } = await chain.reads.parameters();
         const canRetry =
           !stream.started &&
+          !stream.ended &&
           failedJob.state === JobState.Failed &&
           attempt < maxAttempts &&
           !this.call.signal.aborted;
@@ -184,15 +209,114 @@ export class SubmittedJobRun {
           txHash: payment.answerTxHash(service.txHash, retried.tx.hash),
           droppedMessages: prompt.droppedMessages,
         };
-        attemptTx = retried.tx;
+        this.#hintJob(service, attempt, retried.tx);
       }
     } finally {
       // Whatever ended the run (a thrown chain or store error too), its session's lock goes: a no-op when
-      // the path that ended it released or discarded the lease already.
+      // the path that ended it released or discarded the lease already. A session whose submission is
+      // still on its way is kept busy until it lands: its next job id is not known before.
+      await landing.settled.catch(() => undefined);
       await lease.release();
-      await run?.end();
+      await this.#run?.end();
       await relay.retire(jobId);
     }
+  }
+
+  /** The job is on chain: the keeper follows it from now on (if this run dies), and SUBMITTED goes out. */
+  async #recordLanded(job: SubmittedJob, service: ServiceDescription, prompt: PreparedPrompt): Promise<void> {
+    const { jobs, lifecycle } = this.options;
+    const { payment, holder } = this.call;
+    await jobs.track(job.jobId, payment.identity);
+    this.#run = await jobs.holdRun(job.jobId, holder, this.options.runMarkTtlMs);
+    await lifecycle.publish(payment.identity, JobLifecycleKind.SUBMITTED, {
+      jobId: job.jobId,
+      sessionId: service.sessionId,
+      attempt: 1,
+      txHash: job.hash,
+      worker: service.worker,
+      feeWei: job.fee,
+      droppedMessages: prompt.droppedMessages,
+    });
+    this.#hintJob(service, 1, job);
+  }
+
+  /**
+   * Hands the signed submission to the session's worker before it is mined (`pending_job`), once the shared
+   * store lets every replica's frame intake take its frames. A worker linked to another replica, or one
+   * that declines, learns of the job from the chain as before.
+   */
+  async #handOver(service: ServiceDescription, handover: PendingHandover): Promise<void> {
+    const { handovers, workers, logger } = this.options;
+    try {
+      await handovers.record(service.jobId, { worker: service.worker, sessionId: service.sessionId });
+    } catch (error) {
+      logger.warn({ err: error, jobId: service.jobId.toString() }, 'job not handed over before inclusion');
+      return;
+    }
+    workers.sendHint(service.worker, {
+      case: 'pendingJob',
+      value: {
+        hintId: `pending-${service.jobId}`,
+        jobId: service.jobId.toString(),
+        sessionId: service.sessionId.toString(),
+        attempt: 1,
+        rawTransaction: handover.signedTransaction,
+        blob: handover.blob,
+        kzgCommitment: handover.kzgCommitment,
+        kzgProof: handover.kzgProof,
+      },
+    });
+  }
+
+  /**
+   * A job handed over before inclusion that is not on chain and will not be answered as it stands: its
+   * submission failed to land, or its worker gave it up unmined. The caller is told `job_failed` (with its
+   * job possibly submitted: its payment stays held) and the session is retired, since its worker signed for
+   * a job id that may yet be taken (docs/protocol.md, Starting before inclusion). Then the submission's own
+   * outcome is waited for, as long as the sender keeps rebroadcasting it: nothing landed gives the payment
+   * back (FAILED), an unknown outcome is the keeper's, and a job that lands after all is followed (true).
+   */
+  async #awaitUnlanded(landing: Landing, lease: SessionLease, reason: string): Promise<boolean> {
+    const { stream } = this.call;
+    await lease.discard();
+    if (!landing.failed)
+      stream.failWithout(new AppError('job_failed', { message: `The job failed: ${reason}.` }), true);
+    try {
+      await landing.settled;
+      return true;
+    } catch (error) {
+      if (error instanceof NotSubmitted) {
+        stream.failWithout(error.error, false);
+        stream.recordAfterEnd(JobLifecycleKind.FAILED, { failureCode: error.error.code });
+      } else if (error instanceof SubmissionUnknown) stream.failWithout(error.error, true);
+      else throw error;
+      return false;
+    }
+  }
+
+  /** The slow path's end: the committed answer delivered (or, diverged, refunded as undelivered). */
+  async #deliverCommitted(
+    toRelay: Omit<AttemptToRelay, 'signedBy'>,
+    text: string,
+    lease: SessionLease,
+    service: ServiceDescription,
+    fee: bigint,
+  ): Promise<void> {
+    const { lifecycle, logger } = this.options;
+    const { payment, stream } = this.call;
+    const { jobId, attempt } = toRelay;
+    // The worker answered: its record counts it (WorkerReputation, the pool's choice of workers).
+    await lease.release('answered');
+    await this.#acknowledgeFinal(jobId, attempt);
+    await lifecycle.publish(payment.identity, JobLifecycleKind.COMPLETED, {
+      jobId,
+      attempt,
+      worker: service.worker,
+      sessionId: service.sessionId,
+    });
+    // A stream that diverged from the committed answer delivered nothing usable: refunded.
+    if (!stream.deliver(text, service, fee, attempt)) await this.#refundUndelivered(jobId, fee);
+    else await payment.answered?.().catch((error: unknown) => logger.warn({ err: error }, 'answer not marked'));
   }
 
   /**
@@ -201,14 +325,16 @@ export class SubmittedJobRun {
    * is checked. The same final committed: ANSWERED (or DIVERGED and the undelivered refund) as on the slow
    * path. Another hash committed: disputed, the worker slashed and the payer refunded. Never committed
    * (failed or timed out): the job is failed and refunded, so the worker, who did the work and did not
-   * commit it, bears the loss; the payer is charged only for a committed job.
+   * commit it, bears the loss; the payer is charged only for a committed job. A submission that never
+   * lands charges nobody: the caller had its answer, which the worker and the service bear.
    */
   async #settleSigned(
     toRelay: Omit<AttemptToRelay, 'signedBy'>,
     text: string,
     lease: SessionLease,
     service: ServiceDescription,
-    fee: bigint,
+    feeOf: () => bigint,
+    landing: Landing,
   ): Promise<void> {
     const { relay, lifecycle, logger } = this.options;
     const { payment, stream } = this.call;
@@ -216,11 +342,22 @@ export class SubmittedJobRun {
     // Marked before the caller can see its answer: a resent payment is refused as used from then on.
     if (stream.extendsSent(text))
       await payment.answered?.().catch((error: unknown) => logger.warn({ err: error }, 'answer not marked'));
-    const delivered = stream.deliver(text, service, fee, attempt, true);
-    // The session takes the caller's next call at once: its worker answered (a commitment that turns
-    // out otherwise is disputed and slashed, which is what keeps it honest, not this session's idleness).
+    const delivered = stream.deliver(text, service, feeOf(), attempt, true);
+    try {
+      await landing.settled;
+    } catch (error) {
+      if (!landing.failed) throw error;
+      stream.dropDeferred();
+      await this.#awaitUnlanded(landing, lease, 'its submission did not land');
+      return;
+    }
+    const fee = feeOf();
+    // The session takes the caller's next call once its job is on chain (its next job id is known then),
+    // without waiting for the commitment: its worker answered (a commitment that turns out otherwise is
+    // disputed and slashed, which is what keeps it honest, not this session's idleness).
     await lease.release('answered');
-    const settled = await relay.follow(toRelay, () => undefined);
+    const { landing: _landed, ...onChain } = toRelay;
+    const settled = await relay.follow(onChain, () => undefined);
     switch (settled.kind) {
       case 'committed':
         await this.#acknowledgeFinal(jobId, attempt);
@@ -242,13 +379,14 @@ export class SubmittedJobRun {
         await this.#refundUndelivered(jobId, fee);
         return;
       case 'failed':
-      case 'signed': {
+      case 'signed':
+      case 'unlanded': {
         stream.dropDeferred();
         logger.warn(
           { jobId: jobId.toString(), attempt, worker: service.worker },
           'the worker signed a final and never committed it: failing and refunding the job',
         );
-        if (settled.kind === 'signed') return;
+        if (settled.kind !== 'failed') return;
         const failedJob = await this.#ensureFailed(jobId, settled);
         if (failedJob.state === JobState.Failed) await this.#refund(jobId, failedJob.fee);
         return;

@@ -10,6 +10,7 @@ import {
   type ConnectResponse,
   type HintAck,
   type JobSubmittedHintSchema,
+  type PendingJobSchema,
   type SessionOpenedHintSchema,
 } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
 import { AnswerFrameIntake } from './answer-frame-intake.js';
@@ -18,7 +19,9 @@ import { LinkConnection, type LinkContext } from './link-connection.js';
 import type { WorkerAdmission } from './worker-admission.js';
 import { WorkerPresence, type LiveWorker } from './worker-presence.js';
 
-type HintInit<S extends typeof SessionOpenedHintSchema | typeof JobSubmittedHintSchema> = Omit<
+type HintInit<
+  S extends typeof SessionOpenedHintSchema | typeof JobSubmittedHintSchema | typeof PendingJobSchema,
+> = Omit<
   MessageInitShape<S>,
   '$typeName'
 > & { readonly hintId: string };
@@ -26,7 +29,8 @@ type HintInit<S extends typeof SessionOpenedHintSchema | typeof JobSubmittedHint
 /** A hint for a worker; its `hintId` comes back in the worker's `HintAck`. */
 export type LinkHint =
   | { readonly case: 'sessionOpened'; readonly value: HintInit<typeof SessionOpenedHintSchema> }
-  | { readonly case: 'jobSubmitted'; readonly value: HintInit<typeof JobSubmittedHintSchema> };
+  | { readonly case: 'jobSubmitted'; readonly value: HintInit<typeof JobSubmittedHintSchema> }
+  | { readonly case: 'pendingJob'; readonly value: HintInit<typeof PendingJobSchema> };
 
 /** The workers the rest of the orchestrator picks from and talks to. */
 export interface LinkedWorkers {

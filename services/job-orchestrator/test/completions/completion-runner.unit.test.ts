@@ -1,6 +1,6 @@
 import { createECDH } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
-import { ContractRevertError, JobState, TransactionRevertedError } from '@svc/chain';
+import { ContractRevertError, JobState, TransactionRevertedError, blobSidecarOf } from '@svc/chain';
 import { AppError, createLogger, MemoryStore } from '@svc/platform';
 import { JobLifecycleKind } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
 import type { AttemptOutcome, AttemptToRelay } from '../../src/completions/answer-relay.js';
@@ -57,9 +57,14 @@ class Fakes {
           { name: 'SessionStateInvalid', args: { sessionId: 1n, state: 3n } } as never,
           undefined,
         );
+      const broadcast = { jobId: 1n, hash: txHash(1), blob: blobSidecarOf(new Uint8Array([1])) };
+      // A revert when mined and a send lost after its broadcast come after the submission was announced.
+      if (refusal instanceof TransactionRevertedError || refusal instanceof SubmissionOutcomeUnknownError)
+        return { ...broadcast, landed: Promise.reject(refusal) };
       if (refusal) throw refusal;
       this.sent.push('submitJobFor');
-      return { jobId: 1n, fee: FEE, tx: { hash: txHash(1), blockNumber: 1, events: [] } };
+      const tx = { hash: txHash(1), blockNumber: 1, events: [] };
+      return { ...broadcast, landed: Promise.resolve({ jobId: 1n, fee: FEE, tx }) };
     },
     timeoutJob: async () => this.#tx('timeoutJob', 2),
     reassignJob: async () => this.#tx('reassignJob', 3),
@@ -86,6 +91,7 @@ class Fakes {
     const publicKey = createECDH('prime256v1').generateKeys();
     this.options = {
       payments: undefined as never,
+      handovers: { record: async () => undefined },
       chain: this.chain as unknown as CompletionRunnerOptions['chain'],
       chainId: 31337n,
       catalogue: {
@@ -110,6 +116,10 @@ class Fakes {
       relay: {
         follow: async (attempt, onDelta) => {
           this.followed.push(attempt);
+          // As the relay does, a job handed over before inclusion is absent until its submission lands.
+          const landing = (attempt.landing as { settled?: Promise<unknown> } | undefined)?.settled;
+          if (landing && !(await landing.then(() => true, () => false)) && attempt.landing?.failed)
+            return { kind: 'unlanded', reason: 'its submission did not land' };
           const next = this.attempts.shift();
           if (!next) throw new Error('no attempt scripted');
           await next.heldUntil;

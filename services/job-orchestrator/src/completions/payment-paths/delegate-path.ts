@@ -1,5 +1,6 @@
 import { TransactionRevertedError } from '@svc/chain';
 import { AppError } from '@svc/platform';
+import { getBytes } from 'ethers';
 import type { DelegatePayment } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import {
   revertOf,
@@ -56,6 +57,8 @@ export interface DelegatePaymentTerms {
  */
 export class DelegatePath implements PaymentPath {
   readonly identity: CallIdentity;
+  /** The model's fee the call was checked against: what the job is charged once it lands. */
+  #fee: bigint | undefined;
 
   constructor(
     private readonly deps: DelegatePathDependencies,
@@ -81,8 +84,14 @@ export class DelegatePath implements PaymentPath {
     return { wallet: wallet.hex, keyId, reservationId, maxFeeWei: BigInt(maxFeeWei.decimal) };
   }
 
+  /**
+   * The service's own sessions, shared by every wallet's calls (a delegate may submit for a payer into its
+   * own sessions): a new wallet's first call finds one open and claimed, and a payer cannot front-run a
+   * submission handed to the worker before inclusion, since only the owner submits into them
+   * (docs/protocol.md, Starting before inclusion; docs/architecture.md, Sessions ready before they are needed).
+   */
   get sessionOwner(): string {
-    return this.terms.wallet;
+    return this.deps.chain.principal;
   }
 
   async checkPayable(model: ConfiguredModel): Promise<void> {
@@ -104,45 +113,81 @@ export class DelegatePath implements PaymentPath {
       throw new AppError('job_failed', {
         message: `The fee of ${model.name} rose to ${model.fee} wei while the call was prepared; send it again.`,
       });
+    this.#fee = model.fee;
   }
 
   async submit(sessionId: bigint, promptWire: Uint8Array): Promise<Submission> {
     const { wallet, maxFeeWei } = this.terms;
+    let broadcast;
     try {
-      const { jobId, fee, tx } = await this.deps.chain.submitJobFor(wallet, sessionId, maxFeeWei, promptWire);
-      return { jobId, fee, hash: tx.hash, blockNumber: tx.blockNumber, promptBlobHash: promptBlobHashOf(tx) };
+      broadcast = await this.deps.chain.submitJobFor(wallet, sessionId, maxFeeWei, promptWire);
     } catch (error) {
-      if (error instanceof TransactionRevertedError) {
-        // Simulated fine, mined and reverted: the session changed in between (its owner closed it with a
-        // higher tip, say). No job landed; the service paid the gas and the blob, so the wallet is counted.
-        await this.deps.reverts?.record(wallet);
-        throw new SubmissionReverted(
-          new AppError('job_failed', {
-            message:
-              "The job's submission reverted on chain (its session changed under it); send the request again.",
-            cause: error,
-          }),
-        );
-      }
-      if (error instanceof SubmissionOutcomeUnknownError) {
-        // Broadcast, perhaps, and not found: it may still land. The keeper adopts the job if it does, under
-        // this call's reservation, so it is settled (refunded, or counted as spent) like any other.
-        await this.deps.pending?.expect(error.promptBlobHash, this.identity);
-        throw new SubmissionUnknown(
-          new AppError('job_failed', {
-            message:
-              "The job's submission has no known outcome; if it lands it is settled on its own. Send the request again.",
-            cause: error,
-          }),
-        );
-      }
       if (STALE_SESSION_REVERTS.has(revertOf(error)?.name ?? '')) return 'session_unusable';
-      const known = delegatePathErrorOf(error);
-      if (known) throw new NotSubmitted(known);
-      // A simulation refused it: nothing was signed.
-      if (revertOf(error)) throw new NotSubmitted(new AppError('job_failed', { cause: error }));
-      throw error;
+      throw await this.#submissionError(error);
     }
+    const { jobId, hash, signedTransaction, blob } = broadcast;
+    const landed = broadcast.landed.then(
+      ({ jobId: landedId, fee, tx }) => ({
+        jobId: landedId,
+        fee,
+        hash: tx.hash,
+        blockNumber: tx.blockNumber,
+        promptBlobHash: promptBlobHashOf(tx),
+      }),
+      async (error: unknown) => {
+        throw await this.#submissionError(error);
+      },
+    );
+    return {
+      jobId,
+      hash,
+      fee: this.#fee ?? maxFeeWei,
+      landed,
+      ...(signedTransaction
+        ? {
+            handover: {
+              signedTransaction: getBytes(signedTransaction),
+              blob: blob.data,
+              kzgCommitment: blob.commitment,
+              kzgProof: blob.proof,
+            },
+          }
+        : {}),
+    };
+  }
+
+  /** What a failed submission means for the call: nothing landed, a revert, or an outcome not known. */
+  async #submissionError(error: unknown): Promise<unknown> {
+    const { wallet } = this.terms;
+    if (error instanceof TransactionRevertedError) {
+      // Simulated fine, mined and reverted: the session changed in between (its owner closed it with a
+      // higher tip, say). No job landed; the service paid the gas and the blob, so the wallet is counted.
+      await this.deps.reverts?.record(wallet);
+      return new SubmissionReverted(
+        new AppError('job_failed', {
+          message:
+            "The job's submission reverted on chain (its session changed under it); send the request again.",
+          cause: error,
+        }),
+      );
+    }
+    if (error instanceof SubmissionOutcomeUnknownError) {
+      // Broadcast, perhaps, and not found: it may still land. The keeper adopts the job if it does, under
+      // this call's reservation, so it is settled (refunded, or counted as spent) like any other.
+      await this.deps.pending?.expect(error.promptBlobHash, this.identity);
+      return new SubmissionUnknown(
+        new AppError('job_failed', {
+          message:
+            "The job's submission has no known outcome; if it lands it is settled on its own. Send the request again.",
+          cause: error,
+        }),
+      );
+    }
+    const known = delegatePathErrorOf(error);
+    if (known) return new NotSubmitted(known);
+    // A simulation refused it: nothing was signed.
+    if (revertOf(error)) return new NotSubmitted(new AppError('job_failed', { cause: error }));
+    return error;
   }
 
   mayHaveSubmitted(): boolean {

@@ -18,8 +18,52 @@ export interface SubmittedJob {
   readonly otherReplyKeys?: readonly Uint8Array[];
 }
 
+/**
+ * A job whose submission is signed and broadcast: its id and transaction are known (the caller is told them
+ * from the first byte), it may not be mined yet (docs/protocol.md, Starting before inclusion).
+ */
+export interface AnnouncedJob {
+  readonly jobId: bigint;
+  /** The submitting transaction as first signed (a fee bump replaces it with the same job and blob). */
+  readonly hash: string;
+  /** The fee the job is charged when it lands: the model's fee the call was checked against. */
+  readonly fee: bigint;
+  /**
+   * What the session's worker is handed to start before inclusion: the signed transaction without its
+   * sidecar, and the blob with its KZG commitment and proof. Absent when the job is announced only once
+   * mined (the worker then learns of it from the chain).
+   */
+  readonly handover?: PendingHandover;
+  /**
+   * Resolves once the job is on chain; rejects with `NotSubmitted` (refused or reverted: nothing landed,
+   * `SubmissionReverted` for a revert) or `SubmissionUnknown` (it may still land).
+   */
+  readonly landed: Promise<SubmittedJob>;
+  /** As on `SubmittedJob`, when known at broadcast. */
+  readonly otherReplyKeys?: readonly Uint8Array[];
+}
+
+/** A signed submission as its worker is handed it before inclusion. */
+export interface PendingHandover {
+  readonly signedTransaction: Uint8Array;
+  readonly blob: Uint8Array;
+  readonly kzgCommitment: Uint8Array;
+  readonly kzgProof: Uint8Array;
+}
+
+/** The job announced at once for a submission already mined (no handover: the worker reads the chain). */
+export function announcedOnceMined(job: SubmittedJob): AnnouncedJob {
+  return {
+    jobId: job.jobId,
+    hash: job.hash,
+    fee: job.fee,
+    landed: Promise.resolve(job),
+    ...(job.otherReplyKeys ? { otherReplyKeys: job.otherReplyKeys } : {}),
+  };
+}
+
 /** A submission's result: the job, or 'session_unusable' when the session cannot take one (try another). */
-export type Submission = SubmittedJob | 'session_unusable';
+export type Submission = AnnouncedJob | 'session_unusable';
 
 /**
  * One way a completion is paid (docs/architecture.md, A call's life): what it checks before submitting,
@@ -34,8 +78,9 @@ export interface PaymentPath {
   /** Refuses (throws an AppError) a call this path cannot pay, before anything is spent. */
   checkPayable(model: ConfiguredModel): Promise<void>;
   /**
-   * Submits the job in the session. Throws `NotSubmitted` for a refusal (nothing landed) and
-   * `SubmissionUnknown` when the job may have landed unheard.
+   * Submits the job in the session, resolving once it is broadcast (or mined, on a path that cannot tell
+   * earlier). Throws `NotSubmitted` for a refusal (nothing landed) and `SubmissionUnknown` when the job may
+   * have landed unheard; after the broadcast, `landed` says the same.
    */
   submit(sessionId: bigint, promptWire: Uint8Array, replyKey: Uint8Array): Promise<Submission>;
   /** Whether a run failing unexpectedly now may have left a job on chain (the payment must then stay held). */
