@@ -103,6 +103,11 @@ export const jobOrchestratorConfigShape = {
     default: 4,
     min: 1,
   }),
+  SESSION_WARM_SPARE: env.int({
+    doc: "Claimed sessions of the service kept idle per model a linked worker serves, opened ahead of demand, so no call (a new wallet's first included) waits for a session to open and be claimed; 0 opens sessions only when a call needs one.",
+    default: 1,
+    min: 0,
+  }),
   SESSION_UNUSED_CLOSE: env.durationMs({
     doc: 'A session in which no job was ever submitted (its call left, or failed before submitting) is closed this long after its claim, instead of after SESSION_IDLE_CLOSE.',
     default: '1m',

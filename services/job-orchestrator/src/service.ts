@@ -28,6 +28,7 @@ import {
 import { JobKeeper } from './keeper/job-keeper.js';
 import { TrackedJobs } from './keeper/tracked-jobs.js';
 import { HandedOverJobs } from './link/handed-over-jobs.js';
+import { SessionWarmer } from './sessions/session-warmer.js';
 import { RegistryJobAttempts } from './link/job-attempts.js';
 import { RegistryWorkerAdmission } from './link/worker-admission.js';
 import { WorkerLinkServer } from './link/worker-link-server.js';
@@ -220,6 +221,15 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     trialSessions: config.WORKER_TRIAL_SESSIONS,
     logger,
   });
+  const warmer = new SessionWarmer({
+    pool: sessions,
+    workers: linkServer,
+    catalogue,
+    store,
+    owner: principal.address,
+    spare: config.SESSION_WARM_SPARE,
+    logger,
+  });
   const relay = new AnswerRelay({
     frames: store.frames,
     readJob: (jobId) => chain.getJob(jobId),
@@ -248,6 +258,7 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     catalogue,
     sessions,
     relay,
+    warmer,
     workers: linkServer,
     handovers: new HandedOverJobs(new RegistryJobAttempts(chain), store.values),
     jobs,
@@ -272,6 +283,7 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     releaseBatchSize: 50,
     recovery,
     pending,
+    warmer,
     metrics,
     logger,
   });

@@ -93,7 +93,11 @@ export async function signTransaction(
       blobVersionedHashes: blobs.map((blob) => blob.versionedHash),
     } as TransactionLike<string>);
     tx.signature = signingKey.sign(tx.unsignedHash);
-    return { rawTransaction: withSidecar(tx.serialized, blobs), hash: tx.hash!, signedTransaction: tx.serialized };
+    return {
+      rawTransaction: withSidecar(tx.serialized, blobs),
+      hash: tx.hash!,
+      signedTransaction: tx.serialized,
+    };
   }
   const rawTransaction = await account.signTransaction(
     blobs.length > 0

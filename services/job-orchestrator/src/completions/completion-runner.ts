@@ -9,6 +9,7 @@ import type { HandedOverJobs } from '../link/handed-over-jobs.js';
 import type { LinkedWorkers } from '../link/worker-link-server.js';
 import type { JobOrchestratorMetrics } from '../observability/job-orchestrator-metrics.js';
 import type { SessionLease, SessionPool } from '../sessions/session-pool.js';
+import type { SessionWarmer } from '../sessions/session-warmer.js';
 import type { AnswerRelay } from './answer-relay.js';
 import { CallStream } from './call-stream.js';
 import type { CompletionCall, CompletionEvent } from './completion-call.js';
@@ -42,6 +43,8 @@ export interface CompletionRunnerOptions {
   readonly chainId: bigint;
   readonly catalogue: Pick<ModelCatalogue, 'isPaused' | 'model'>;
   readonly sessions: Pick<SessionPool, 'acquire'>;
+  /** Told when a call took a session, so a spare is opened for the next one; absent, none is kept. */
+  readonly warmer?: Pick<SessionWarmer, 'nudge'>;
   readonly relay: Pick<AnswerRelay, 'follow' | 'retire'>;
   readonly workers: Pick<LinkedWorkers, 'live' | 'sendHint' | 'acknowledgeFinal'>;
   /** Where a job handed to its worker before inclusion is recorded, so every replica takes its frames. */
@@ -273,7 +276,17 @@ class CompletionRun {
     return model;
   }
 
-  #acquireSession(
+  async #acquireSession(
+    modelId: string,
+    excludeSessions?: ReadonlySet<bigint>,
+    excludeWorkers?: ReadonlySet<string>,
+  ): Promise<SessionLease> {
+    const lease = await this.#requestSession(modelId, excludeSessions, excludeWorkers);
+    this.#o.warmer?.nudge(this.#call.model, modelId);
+    return lease;
+  }
+
+  #requestSession(
     modelId: string,
     excludeSessions?: ReadonlySet<bigint>,
     excludeWorkers?: ReadonlySet<string>,

@@ -316,7 +316,8 @@ export class SubmittedJobRun {
     });
     // A stream that diverged from the committed answer delivered nothing usable: refunded.
     if (!stream.deliver(text, service, fee, attempt)) await this.#refundUndelivered(jobId, fee);
-    else await payment.answered?.().catch((error: unknown) => logger.warn({ err: error }, 'answer not marked'));
+    else
+      await payment.answered?.().catch((error: unknown) => logger.warn({ err: error }, 'answer not marked'));
   }
 
   /**

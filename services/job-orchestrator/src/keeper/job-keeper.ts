@@ -10,6 +10,7 @@ import {
   sessionPoolGroup,
 } from '../sessions/session-records.js';
 import type { SessionRecovery } from '../sessions/session-recovery.js';
+import type { SessionWarmer } from '../sessions/session-warmer.js';
 import type { PendingSubmissions } from './pending-submissions.js';
 import type { TrackedJob, TrackedJobs } from './tracked-jobs.js';
 
@@ -32,6 +33,8 @@ export interface JobKeeperOptions {
   readonly releaseBatchSize: number;
   /** Rebuilds the list of open sessions from the chain when the store lost it, so idle ones still close. */
   readonly recovery: Pick<SessionRecovery, 'ensure'>;
+  /** Keeps spare sessions ready; topped up every round, so also right after a start. */
+  readonly warmer?: Pick<SessionWarmer, 'round'>;
   /** Submissions whose calls could not tell whether they landed: adopted when their job appears. */
   readonly pending?: Pick<PendingSubmissions, 'take'>;
   readonly metrics: JobOrchestratorMetrics;
@@ -86,6 +89,7 @@ export class JobKeeper {
     await this.#sweepJobs();
     await this.#options.recovery.ensure();
     await this.#sweepSessions();
+    await this.#options.warmer?.round();
     return true;
   }
 

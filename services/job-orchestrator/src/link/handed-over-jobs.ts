@@ -24,7 +24,10 @@ export class HandedOverJobs implements JobAttempts {
   ) {}
 
   /** Records a submission handed to `worker` in `sessionId`: its first attempt's frames are taken from now. */
-  async record(jobId: bigint, handover: { readonly worker: string; readonly sessionId: bigint }): Promise<void> {
+  async record(
+    jobId: bigint,
+    handover: { readonly worker: string; readonly sessionId: bigint },
+  ): Promise<void> {
     const value = JSON.stringify({ worker: handover.worker, sessionId: handover.sessionId.toString() });
     await this.values.set(handoverKey(jobId), value, HANDOVER_TTL_MS);
   }

@@ -24,6 +24,8 @@ export interface SessionOpener {
   readonly keyId?: string;
   /** For a reassignment: its job is on chain and paid, so only the server-wide window applies. */
   readonly forReassignment?: boolean;
+  /** A spare session the service opens ahead of demand (SessionWarmer): no caller's budget, the server-wide window only. */
+  readonly spare?: boolean;
 }
 
 const SESSION_OPENS_KEY = 'sessions:opens';
@@ -48,7 +50,7 @@ export class SessionOpenBudget {
   async take(opener: SessionOpener): Promise<UnusedSessionLease[]> {
     const { store, settings } = this;
     const taken: UnusedSessionLease[] = [];
-    if (opener.forReassignment) {
+    if (opener.forReassignment || opener.spare) {
       await this.#hit(SESSION_OPENS_KEY, settings.opensPerMinute);
       return taken;
     }

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { getBytes } from 'ethers';
@@ -64,6 +65,8 @@ export interface SessionRequest {
   readonly keyId?: string;
   /** A session for the next attempt of a job already paid on chain: no budget of unused sessions applies. */
   readonly forReassignment?: boolean;
+  /** A spare opened ahead of demand: no caller's budget, and it never closes another session to make room. */
+  readonly spare?: boolean;
   readonly onOpened?: (sessionId: bigint, worker: string, tx: ServiceTransaction) => void;
   readonly onClaimed?: (sessionId: bigint, worker: string) => void;
 }
@@ -134,6 +137,34 @@ export class SessionPool {
     return this.#open(request, live, standings);
   }
 
+  /** Claimed sessions of the owner's model waiting in the pool now, with a live worker, held by no call. */
+  async idleSessions(owner: string, modelId: string): Promise<number> {
+    const { store, workers } = this.#options;
+    const live = new Set((await workers.live()).map((worker) => worker.address.toLowerCase()));
+    let idle = 0;
+    for (const entry of await store.presence.list(sessionPoolGroup(owner, modelId))) {
+      const session = parsePooledSession(entry.value);
+      if (!session || !live.has(session.worker.toLowerCase())) continue;
+      if ((await store.locks.holder(sessionBusyKey(session.sessionId))) === null) idle += 1;
+    }
+    return idle;
+  }
+
+  /**
+   * Opens and claims one session for the owner's model and puts it in the pool idle, ahead of any call
+   * (SessionWarmer). Only the server-wide opens per minute apply, and it closes nobody's session for room.
+   */
+  async openSpare(request: Pick<SessionRequest, 'owner' | 'model' | 'modelId'>): Promise<void> {
+    const live = await this.#options.workers.live();
+    const standings = await this.#options.reputation.standings(live.map((worker) => worker.address));
+    const lease = await this.#open(
+      { ...request, holder: `spare:${randomUUID()}`, spare: true },
+      live,
+      standings,
+    );
+    await lease.release();
+  }
+
   async #takePooled(
     request: SessionRequest,
     live: readonly LiveWorker[],
@@ -188,7 +219,7 @@ export class SessionPool {
   ): Promise<SessionLease> {
     let live = liveNow;
     let { candidates, trial } = this.#ranked(request, live, standings);
-    if (candidates.length === 0) {
+    if (candidates.length === 0 && !request.spare) {
       // Every worker is full: make room by closing the idle session used longest ago, if there is one.
       const evicted = await this.#evictIdleSession(request, live);
       if (evicted) {
@@ -203,6 +234,10 @@ export class SessionPool {
       });
     }
     if (standings.get(candidates[0]!.address.toLowerCase())?.backedOff) {
+      if (request.spare)
+        throw new AppError('no_worker_available', {
+          message: 'Only backed-off workers have room: no spare.',
+        });
       // Only workers that failed lately have room: a pooled session with one of them costs no open.
       const pooled = await this.#takePooled(request, live, standings, true);
       if (pooled) return pooled;

@@ -118,7 +118,14 @@ class Fakes {
           this.followed.push(attempt);
           // As the relay does, a job handed over before inclusion is absent until its submission lands.
           const landing = (attempt.landing as { settled?: Promise<unknown> } | undefined)?.settled;
-          if (landing && !(await landing.then(() => true, () => false)) && attempt.landing?.failed)
+          if (
+            landing &&
+            !(await landing.then(
+              () => true,
+              () => false,
+            )) &&
+            attempt.landing?.failed
+          )
             return { kind: 'unlanded', reason: 'its submission did not land' };
           const next = this.attempts.shift();
           if (!next) throw new Error('no attempt scripted');

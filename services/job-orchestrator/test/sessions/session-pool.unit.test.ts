@@ -10,6 +10,7 @@ import {
   OPEN_SESSIONS_GROUP,
   sessionPoolGroup,
 } from '../../src/sessions/session-records.js';
+import { SessionWarmer } from '../../src/sessions/session-warmer.js';
 import { WorkerReputation } from '../../src/sessions/worker-reputation.js';
 
 // The session pool over the in-memory store with the chain and the workers faked: milliseconds a case.
@@ -426,5 +427,73 @@ describe('the choice of workers (issue 27, item 5)', () => {
     expect(outcomes.filter((outcome) => outcome === B3)).toHaveLength(2);
     expect(outcomes.filter((outcome) => outcome === 'no_worker_available')).toHaveLength(1);
     expect(chain.opened.filter((opened) => opened.worker === B3)).toHaveLength(3);
+  });
+});
+
+describe('spare sessions (SessionWarmer, fakes)', () => {
+  const warmerOver = (setup: ReturnType<typeof poolWith>, live: LiveWorker[], spare: number) =>
+    new SessionWarmer({
+      pool: setup.pool,
+      workers: { live: async () => live },
+      catalogue: { model: async (name: string) => ({ name, modelId: MODEL_ID, fee: 1n }) as never },
+      store: setup.store,
+      owner: OWNER,
+      spare,
+      logger,
+    });
+  const settled = async (setup: ReturnType<typeof poolWith>, idle: number) => {
+    for (let tries = 0; tries < 200; tries++) {
+      if ((await setup.pool.idleSessions(OWNER, MODEL_ID)) === idle) return;
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    throw new Error(`the pool never had ${idle} idle sessions`);
+  };
+
+  it('opens a spare at a round, so the first call waits for no open, then tops the pool up behind each call', async () => {
+    const live = [worker(B2)];
+    const setup = poolWith(live, { budget: { perPayer: 1, perKey: 1 } });
+    const warmer = warmerOver(setup, live, 1);
+    await warmer.round();
+    await settled(setup, 1);
+    expect(setup.chain.opened).toHaveLength(1);
+    // A new wallet's first call takes the spare: nothing opened for it, none of its budget used.
+    const first = await setup.pool.acquire(request('first', { payer: '0x' + 'c1'.repeat(20), keyId: 'k1' }));
+    expect(first.session.sessionId).toBe(1n);
+    expect(setup.chain.opened).toHaveLength(1);
+    warmer.nudge(MODEL, MODEL_ID);
+    await settled(setup, 1);
+    expect(setup.chain.opened).toHaveLength(2);
+    // Never more than the spare asked for: a second nudge or round opens nothing while one is idle.
+    warmer.nudge(MODEL, MODEL_ID);
+    await warmer.round();
+    await first.release();
+    await settled(setup, 2);
+    expect(setup.chain.opened).toHaveLength(2);
+  });
+
+  it('keeps nothing with a spare of 0, and never closes an idle session of a full worker to make room', async () => {
+    const none = poolWith([worker(B2)]);
+    await warmerOver(none, [worker(B2)], 0).round();
+    expect(none.chain.opened).toEqual([]);
+
+    // One session slot, taken by another owner's idle session: a spare is no reason to evict it.
+    const full = [worker(B2, { freeSessionSlots: 0 })];
+    const setup = poolWith(full);
+    await poolSession(
+      setup.store,
+      {
+        sessionId: 9n,
+        owner: '0x' + 'dd'.repeat(20),
+        model: MODEL,
+        modelId: MODEL_ID,
+        worker: B2,
+        publicKey: new Uint8Array([4]),
+      },
+      60_000,
+    );
+    await warmerOver(setup, full, 1).round();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(setup.chain.opened).toEqual([]);
+    expect(setup.chain.closed).toEqual([]);
   });
 });
