@@ -315,9 +315,25 @@ export class SubmittedJobRun {
       sessionId: service.sessionId,
     });
     // A stream that diverged from the committed answer delivered nothing usable: refunded.
-    if (!stream.deliver(text, service, fee, attempt)) await this.#refundUndelivered(jobId, fee);
-    else
-      await payment.answered?.().catch((error: unknown) => logger.warn({ err: error }, 'answer not marked'));
+    if (!stream.deliver(text, service, fee, attempt)) {
+      await this.#refundUndelivered(jobId, fee);
+      return;
+    }
+    await this.#markAnswered(jobId);
+    await payment.answered?.().catch((error: unknown) => logger.warn({ err: error }, 'answer not marked'));
+  }
+
+  /**
+   * The call recorded ANSWERED: the keeper, which publishes it for a Completed job no call serves (its call
+   * died after the commitment), need not say it again.
+   */
+  async #markAnswered(jobId: bigint): Promise<void> {
+    const { jobs, logger } = this.options;
+    await jobs
+      .track(jobId, this.call.payment.identity, { answered: true })
+      .catch((error: unknown) =>
+        logger.warn({ err: error, jobId: jobId.toString() }, 'job not marked answered'),
+      );
   }
 
   /**
@@ -368,7 +384,7 @@ export class SubmittedJobRun {
           worker: service.worker,
           sessionId: service.sessionId,
         });
-        stream.recordDeferred();
+        if (stream.recordDeferred() && delivered) await this.#markAnswered(jobId);
         if (!delivered) await this.#refundUndelivered(jobId, fee);
         return;
       case 'mismatch':

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { getAddress, parseEther } from 'ethers';
 import { JobState, MAX_PROMPT_PLAINTEXT_BYTES } from '@svc/chain';
-import { connectJobRegistry } from '@svc/contracts';
+import { connectJobRegistry, modelIdOf } from '@svc/contracts';
 import { MemoryStore } from '@svc/platform';
 import { ChatRole } from '@svc/proto/gen/svc/common/v1/chat_pb';
 import { JobLifecycleKind } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
@@ -20,6 +20,7 @@ import {
   type CompletionStack,
 } from '../support/completion-stack.js';
 import { fundedWallet } from '../support/reference-worker.js';
+import { sessionPoolGroup } from '../../src/sessions/session-records.js';
 
 const devnet = useDevnet({ models: DEPLOYED_MODELS, warmBlobs: true, accounts: 14 });
 const store = new MemoryStore();
@@ -325,6 +326,9 @@ describe('refusals before anything is spent', () => {
   it('a caller that leaves before the job is submitted: failed, not submitted, nothing spent', async () => {
     const wallet = await stack.payingWallet();
     const before = await stack.chain.prepaidBalanceOf(wallet.address);
+    // Every call runs in the service's sessions: with none waiting in the pool, this one opens its own.
+    const pool = sessionPoolGroup(stack.signer, modelIdOf(MODEL.name));
+    for (const pooled of await store.presence.list(pool)) await store.presence.withdraw(pool, pooled.member);
     const controller = new AbortController();
     // Leaves while its new session is being opened and claimed.
     const responses = stack.client.runCompletion(
@@ -423,18 +427,21 @@ describe('refusals before anything is spent', () => {
   });
   // Last: it uses up the minute's session opens.
   it('session_open_limit_exceeded with retry_after once the server-wide opens of the minute are used', async () => {
-    const pooled = await stack.payingWallet();
-    const sessionBefore = completionOf(await stack.complete(pooled.address, 'keep my session'))!.service!
+    const first = await stack.payingWallet();
+    const sessionBefore = completionOf(await stack.complete(first.address, 'keep my session'))!.service!
       .sessionId;
     // Every open of this minute taken (SESSION_OPENS_PER_MINUTE is 1000 in these tests).
     while ((await store.rateWindows.hit('sessions:opens', 1000, 60_000)).allowed);
-    const fresh = await stack.payingWallet();
-    const refused = failureOf(await stack.complete(fresh.address, 'a new session please'));
+    // A call that finds a session waiting in the service's pool is not held back, a new wallet's included.
+    const newcomer = await stack.payingWallet();
+    const served = completionOf(await stack.complete(newcomer.address, 'still served'))!;
+    expect(served.service!.sessionId).toBe(sessionBefore);
+    // With none waiting, a call would need a new session: refused until the window moves on.
+    const pool = sessionPoolGroup(stack.signer, modelIdOf(MODEL.name));
+    for (const pooled of await store.presence.list(pool)) await store.presence.withdraw(pool, pooled.member);
+    const refused = failureOf(await stack.complete(newcomer.address, 'a new session please'));
     expect(refused).toMatchObject({ error: { code: 'session_open_limit_exceeded' }, jobSubmitted: false });
     expect(refused!.error!.retryAfterSeconds).toBeGreaterThanOrEqual(1);
     expect(refused!.error!.retryAfterSeconds).toBeLessThanOrEqual(60);
-    // A call that has a pooled session is not held back.
-    const served = completionOf(await stack.complete(pooled.address, 'still served'))!;
-    expect(served.service!.sessionId).toBe(sessionBefore);
   });
 });

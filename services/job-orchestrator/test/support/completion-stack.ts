@@ -166,6 +166,9 @@ export async function startCompletionStack(
         SESSION_OPENS_UNPAID_PER_MINUTE: '1000',
         SESSION_UNUSED_PER_WALLET: '1000',
         SESSION_UNUSED_PER_KEY: '1000',
+        // Sessions open only when a call needs one, so the cases can count them; the spare sessions kept
+        // ahead of demand are tested by the cases that set SESSION_WARM_SPARE.
+        SESSION_WARM_SPARE: '0',
         ...(settling ? { SETTLER_ADDRESS: settling.grpcAddress! } : {}),
         ...TEST_SERVICE_TOKEN_SETTINGS,
         ...options.env,
