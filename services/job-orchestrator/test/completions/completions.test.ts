@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { getAddress, parseEther } from 'ethers';
 import { JobState, MAX_PROMPT_PLAINTEXT_BYTES } from '@svc/chain';
-import { connectJobRegistry, modelIdOf } from '@svc/contracts';
+import { connectJobRegistry } from '@svc/contracts';
 import { MemoryStore } from '@svc/platform';
 import { ChatRole } from '@svc/proto/gen/svc/common/v1/chat_pb';
 import { JobLifecycleKind } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
@@ -20,7 +20,6 @@ import {
   type CompletionStack,
 } from '../support/completion-stack.js';
 import { fundedWallet } from '../support/reference-worker.js';
-import { sessionPoolGroup } from '../../src/sessions/session-records.js';
 
 const devnet = useDevnet({ models: DEPLOYED_MODELS, warmBlobs: true, accounts: 14 });
 const store = new MemoryStore();
@@ -327,8 +326,7 @@ describe('refusals before anything is spent', () => {
     const wallet = await stack.payingWallet();
     const before = await stack.chain.prepaidBalanceOf(wallet.address);
     // Every call runs in the service's sessions: with none waiting in the pool, this one opens its own.
-    const pool = sessionPoolGroup(stack.signer, modelIdOf(MODEL.name));
-    for (const pooled of await store.presence.list(pool)) await store.presence.withdraw(pool, pooled.member);
+    await stack.closePooledSessions();
     const controller = new AbortController();
     // Leaves while its new session is being opened and claimed.
     const responses = stack.client.runCompletion(
@@ -437,8 +435,7 @@ describe('refusals before anything is spent', () => {
     const served = completionOf(await stack.complete(newcomer.address, 'still served'))!;
     expect(served.service!.sessionId).toBe(sessionBefore);
     // With none waiting, a call would need a new session: refused until the window moves on.
-    const pool = sessionPoolGroup(stack.signer, modelIdOf(MODEL.name));
-    for (const pooled of await store.presence.list(pool)) await store.presence.withdraw(pool, pooled.member);
+    await stack.closePooledSessions();
     const refused = failureOf(await stack.complete(newcomer.address, 'a new session please'));
     expect(refused).toMatchObject({ error: { code: 'session_open_limit_exceeded' }, jobSubmitted: false });
     expect(refused!.error!.retryAfterSeconds).toBeGreaterThanOrEqual(1);

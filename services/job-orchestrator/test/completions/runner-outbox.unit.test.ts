@@ -70,8 +70,12 @@ function runnerWith(
       },
       submitJobFor: async () => ({
         jobId: 1n,
-        fee: 5n,
-        tx: { hash: '0x' + 'ab'.repeat(32), blockNumber: 1, events: [] },
+        hash: '0x' + 'ab'.repeat(32),
+        landed: Promise.resolve({
+          jobId: 1n,
+          fee: 5n,
+          tx: { hash: '0x' + 'ab'.repeat(32), blockNumber: 1, events: [] },
+        }),
       }),
     },
     chainId: 31337n,
@@ -89,6 +93,7 @@ function runnerWith(
       sendHint: () => undefined,
       acknowledgeFinal: async () => undefined,
     },
+    handovers: { record: async () => undefined },
     jobs: {
       track: async () => undefined,
       holdRun: async () => ({ end: async () => undefined }),

@@ -68,9 +68,6 @@ describe('a session no job was submitted in', () => {
     const budget = `sessions:unused:payer:${leaver.address.toLowerCase()}`;
     expect(await store.concurrency.count(budget)).toBe(1);
 
-    const payer = await stack.payingWallet();
-    const used = BigInt(completionOf(await stack.complete(payer.address, 'paid for'))!.service!.sessionId);
-
     await waitUntil(
       () => stack.chain.getSession(unused),
       (session) => session.state === SessionState.Closed,
@@ -81,6 +78,11 @@ describe('a session no job was submitted in', () => {
       (count) => count === 0,
       { what: "the leaver's budget given back", timeoutMs: 5_000 },
     );
+
+    // A session a job was submitted in waits out the idle close (10 min here), well past the unused one's.
+    const payer = await stack.payingWallet();
+    const used = BigInt(completionOf(await stack.complete(payer.address, 'paid for'))!.service!.sessionId);
+    await new Promise((resolve) => setTimeout(resolve, 4_000));
     expect((await stack.chain.getSession(used)).state).toBe(SessionState.Active);
   }, 60_000);
 });

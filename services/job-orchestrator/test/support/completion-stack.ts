@@ -1,6 +1,6 @@
 import { parseEther, type Wallet } from 'ethers';
 import type { MessageInitShape } from '@bufbuild/protobuf';
-import { connectJobRegistry } from '@svc/contracts';
+import { connectJobRegistry, modelIdOf } from '@svc/contracts';
 import { ChainClient } from '@svc/chain';
 import { createLogger, EmbeddedEventBus, jobLifecycleTopic, type Store } from '@svc/platform';
 import { TEST_SERVICE_TOKEN_SETTINGS, testServiceClientOptions } from '@svc/platform/testing';
@@ -19,6 +19,7 @@ import { runTarget, type RunningTarget } from '@svc/runtime';
 import type { Devnet } from '@svc/testkit';
 import { jobOrchestratorModule, type JobOrchestratorInstance } from '../../src/module.js';
 import { MODEL } from './models.js';
+import { OPEN_SESSIONS_GROUP, sessionPoolGroup } from '../../src/sessions/session-records.js';
 import {
   fundedWallet,
   startReferenceWorker,
@@ -88,6 +89,12 @@ export interface CompletionStack {
     content: string | CompletionRequest['messages'],
     overrides?: Partial<CompletionRequest>,
   ): Promise<CompletionEvents>;
+  /**
+   * Closes every session waiting in the service's pool for `model` (on chain and in the store), so the next
+   * call opens its own: every call runs in the service's shared sessions, and a case about opening one,
+   * or about which worker a new session goes to, starts from an empty pool.
+   */
+  closePooledSessions(model?: string): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -228,6 +235,15 @@ export async function startCompletionStack(
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
       return worker;
+    },
+    async closePooledSessions(model = MODEL.name) {
+      const group = sessionPoolGroup(signer.address, modelIdOf(model));
+      const registry = connectJobRegistry(devnet.deployment.jobRegistryAddress, signer);
+      for (const pooled of await options.store.presence.list(group)) {
+        await options.store.presence.withdraw(group, pooled.member);
+        await options.store.presence.withdraw(OPEN_SESSIONS_GROUP, pooled.member);
+        await (await registry.closeSession(BigInt(pooled.member))).wait();
+      }
     },
     async payingWallet(deposit = parseEther('1')) {
       const wallet = (await fundedWallet(devnet)).connect(devnet.provider);
