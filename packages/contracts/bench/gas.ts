@@ -128,6 +128,18 @@ try {
     await measure('failJob', jobs(worker).failJob(debitJobId));
     await measure('refundJob', jobs(service).refundJob(debitJobId));
 
+    // Delegate path in the service's own session (which the user cannot submit into or close). Left
+    // Submitted: what follows costs the same as above.
+    await measure(
+      'submitJobFor, own session',
+      withBlob(service, 'submitJobFor', [
+        user.address,
+        serviceSession,
+        await jobs(service).nextJobId(serviceSession),
+        MODEL.feeWei,
+      ]),
+    );
+
     await new ChainClock(provider).advance(Number(parameters.disputeWindow) + 1);
     await measure('releaseJob', jobs(service).releaseJob(jobId));
     await measure('releaseJob', jobs(service).releaseJob(failingId));
@@ -137,6 +149,7 @@ try {
     'openSession',
     'claimSession',
     'submitJobFor',
+    'submitJobFor, own session',
     'submitJobWithDebit',
     'completeJob',
     'failJob',
@@ -151,10 +164,10 @@ try {
     return low === high ? String(low) : `${low}-${high}`;
   };
   console.log(`JobRegistry gas on anvil (blob transactions: execution gas; each also uses 131072 blob gas)`);
-  console.log(`${'call'.padEnd(20)}${'first run'.padStart(16)}${'steady state'.padStart(16)}`);
+  console.log(`${'call'.padEnd(28)}${'first run'.padStart(16)}${'steady state'.padStart(16)}`);
   for (const name of order) {
     console.log(
-      `${name.padEnd(20)}${range(gas[0]!.get(name)).padStart(16)}${range(gas[1]!.get(name)).padStart(16)}`,
+      `${name.padEnd(28)}${range(gas[0]!.get(name)).padStart(16)}${range(gas[1]!.get(name)).padStart(16)}`,
     );
   }
 } finally {

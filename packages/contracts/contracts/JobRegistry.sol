@@ -60,8 +60,11 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
         revert UnknownSelector(msg.sig);
     }
 
-    /// @notice Submits job `jobId` (the session's `nextJobId`) of `payer` in its Active session, sent by
-    /// the payer or its authorized delegate; the transaction's only blob is the prompt.
+    /// @notice Submits job `jobId` (the session's `nextJobId`) paid by `payer`, sent by the payer or its
+    /// authorized delegate, in an Active session of the payer or of that delegate; the transaction's only
+    /// blob is the prompt.
+    /// @dev A delegate submits into its own sessions, which the payer can neither submit into nor close,
+    /// so a payer cannot make a submission the delegate handed to the worker before inclusion revert.
     function submitJobFor(address payer, uint256 sessionId, uint256 jobId, uint256 maxFee)
         external
         whenNotPaused
@@ -69,8 +72,11 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
     {
         bytes32 promptBlobHash = BlobRule.singleBlobHash();
         SessionRecord storage session = _sessionTakingJobs(sessionId);
-        if (session.owner != payer) revert SessionOwnerMismatch(sessionId, session.owner, payer);
         address caller = principalOf(msg.sender);
+        address sessionOwner = session.owner;
+        if (sessionOwner != payer && sessionOwner != caller) {
+            revert SessionOwnerMismatch(sessionId, sessionOwner, payer);
+        }
         if (!_maySubmitFor(payer, caller)) revert NotOwnerOrDelegate(payer, caller);
         uint128 fee = _requireModelEnabled(session.modelId);
         if (fee > maxFee) revert FeeAboveMax(fee, maxFee);
@@ -82,6 +88,10 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
     /// @notice x402 `prepaid-debit` settlement: debits the job fee from the authorization's payer
     /// and submits job `jobId` (the session's `nextJobId`) in the facilitator's session in the same
     /// transaction.
+    /// @dev Only the session owner or its authorized delegate can send it: `_verifyDebit` requires the
+    /// sender's principal to be the facilitator, `payTo` to own the session and the facilitator to be
+    /// `payTo` or its delegate. So a payer cannot take the job id of a settlement handed to the worker
+    /// before inclusion with a debit of its own.
     function submitJobWithDebit(
         uint256 sessionId,
         uint256 jobId,
@@ -179,7 +189,8 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
         );
     }
 
-    /// @dev Checks in the order the payment settler reports them, so both name the same failure.
+    /// @dev Checks in the order the payment settler reports them, so both name the same failure. The
+    /// first three also confine the sender to the session owner or its delegate (see submitJobWithDebit).
     function _verifyDebit(DebitAuthorization calldata auth, bytes calldata signature, address sessionOwner)
         private
         view

@@ -228,7 +228,71 @@ describe('submitJobFor', () => {
     });
   });
 
-  it('needs an Active session owned by the payer whose worker is still active', async () => {
+  it("a delegate submits for the payer into the delegate's own session: the payer's balance and the delegate's allowance pay, the job is the payer's", async () => {
+    const { address } = chain();
+    const jobs = chain().jobs('stranger');
+    await mined(chain().jobs('service').setOperator(address.operator, true));
+    await mined(chain().jobs('operator').acceptOperator(address.service));
+    const sessionId = await openActiveSession(chain(), { owner: 'service', by: 'operator' });
+    const { jobId, receipt } = await submitJob(chain(), sessionId, { by: 'operator' });
+    expect(eventOf(receipt, 'JobSubmitted').payer).toBe(address.user);
+    expect(plain(await jobs.getJob(jobId))).toMatchObject({
+      payer: address.user,
+      delegate: address.service,
+      allowanceEpoch: 0n,
+      sessionId,
+      fee: FEE,
+    });
+    expect(await jobs.prepaidBalanceOf(address.user)).toBe(DEPOSIT - FEE);
+    expect(await jobs.delegateAllowance(address.user, address.service)).toBe(DEPOSIT - FEE);
+    expect(await jobs.prepaidBalanceOf(address.service)).toBe(0n);
+  });
+
+  it("a payer cannot submit into, or close, its delegate's session (docs/protocol.md, Sessions)", async () => {
+    const { address } = chain();
+    const jobs = chain().jobs('stranger');
+    const sessionId = await openActiveSession(chain(), { owner: 'service' });
+    const nextJobId = await jobs.nextJobId(sessionId);
+    await expectRevert(submitJob(chain(), sessionId, { by: 'user' }), 'SessionOwnerMismatch', {
+      sessionId,
+      expected: address.service,
+      actual: address.user,
+    });
+    // Naming the session's owner as payer does not help: the payer is no delegate of the service.
+    await expectRevert(
+      callWithBlobs(chain(), 'user', 'submitJobFor', [address.service, sessionId, FEE]),
+      'NotOwnerOrDelegate',
+      { owner: address.service, caller: address.user },
+    );
+    await expectRevert(chain().jobs('user').closeSession(sessionId), 'SessionNotClosable');
+    expect(await jobs.nextJobId(sessionId)).toBe(nextJobId);
+    expect(await jobs.prepaidBalanceOf(address.user)).toBe(DEPOSIT);
+  });
+
+  it('an account the payer has not authorized cannot submit for it into its own session', async () => {
+    const { address } = chain();
+    const jobs = chain().jobs('stranger');
+    // The facilitator is a delegate, but of another wallet.
+    await mined(chain().jobs('otherUser').depositAndAuthorize(address.facilitator, { value: DEPOSIT }));
+    const facilitatorSession = await openActiveSession(chain(), { owner: 'facilitator' });
+    await expectRevert(submitJob(chain(), facilitatorSession, { by: 'facilitator' }), 'NotOwnerOrDelegate', {
+      owner: address.user,
+      caller: address.facilitator,
+    });
+    // A delegate revoked past its grace no longer submits into its own sessions either.
+    const serviceSession = await openActiveSession(chain(), { owner: 'service' });
+    await mined(chain().jobs('user').setDelegateAuthorization(address.service, false));
+    await chain().clock.advance(SPEND_CUT_DELAY);
+    await expectRevert(submitJob(chain(), serviceSession, { by: 'service' }), 'NotOwnerOrDelegate', {
+      owner: address.user,
+      caller: address.service,
+    });
+    expect(await jobs.prepaidBalanceOf(address.user)).toBe(DEPOSIT);
+    expect(await jobs.nextJobId(facilitatorSession)).toBe((facilitatorSession << 32n) | 1n);
+    expect(await jobs.nextJobId(serviceSession)).toBe((serviceSession << 32n) | 1n);
+  });
+
+  it('needs an Active session owned by the payer or by the delegate sending it, whose worker is still active', async () => {
     const { address } = chain();
     const unclaimed = await openSession(chain());
     await expectRevert(submitJob(chain(), unclaimed), 'SessionStateInvalid', {
@@ -244,6 +308,12 @@ describe('submitJobFor', () => {
     await mined(chain().jobs('otherUser').depositAndAuthorize(address.service, { value: DEPOSIT }));
     const othersSession = await openActiveSession(chain(), { owner: 'otherUser' });
     await expectRevert(submitJob(chain(), othersSession), 'SessionOwnerMismatch', {
+      sessionId: othersSession,
+      expected: address.otherUser,
+      actual: address.user,
+    });
+    // A delegate of both wallets cannot put one wallet's job into the other's session.
+    await expectRevert(submitJob(chain(), othersSession, { by: 'service' }), 'SessionOwnerMismatch', {
       sessionId: othersSession,
       expected: address.otherUser,
       actual: address.user,

@@ -160,6 +160,36 @@ describe('submitJobWithDebit (x402 prepaid-debit)', () => {
     });
   });
 
+  it("only the session's owner or its delegate settles into it: a payer's own debit, sent by the payer, debits nothing and spends no nonce", async () => {
+    const { address } = chain();
+    const jobs = chain().jobs('stranger');
+    const sessionId = await serviceSession();
+    const nextJobId = await jobs.nextJobId(sessionId);
+    for (const sender of ['user', 'stranger'] as const) {
+      // Naming itself facilitator passes the facilitator check; the session's owner never authorized it.
+      const auth = await authorization({ facilitator: address[sender] });
+      await expectRevert(settle(sender, sessionId, auth, await sign(auth)), 'FacilitatorNotAuthorized', {
+        payTo: address.service,
+        facilitator: address[sender],
+      });
+      // Naming the session's real facilitator fails on the sender instead.
+      const forService = await authorization();
+      await expectRevert(
+        settle(sender, sessionId, forService, await sign(forService)),
+        'FacilitatorMismatch',
+        {
+          facilitator: address.service,
+          caller: address[sender],
+        },
+      );
+      for (const spent of [auth, forService]) {
+        expect(await jobs.isNonceUsed(address.user, spent.nonce)).toBe(false);
+      }
+    }
+    expect(await balanceOf('user')).toBe(DEPOSIT);
+    expect(await jobs.nextJobId(sessionId)).toBe(nextJobId);
+  });
+
   it('refuses a replayed nonce', async () => {
     const { address } = chain();
     const sessionId = await serviceSession();

@@ -68,11 +68,11 @@ const SUBMIT_JOB_WITH_DEBIT = jobRegistryInterface.getFunction('submitJobWithDeb
 /**
  * Checks a pending submission without its block (docs/protocol.md, Starting before inclusion): the
  * signed transaction is a type-3 call on this chain's JobRegistry, `submitJobFor` or `submitJobWithDebit`
- * naming the offered session and job id; the session is an active one of this worker; its sender is the
- * session owner's principal or an operator of it (or, for `submitJobFor`, an authorized delegate of the
- * payer, who is the owner); its only blob's versioned hash is that of the sidecar's commitment; and the
- * KZG proof shows the blob is what the commitment commits to. The prompt itself is opened by the caller
- * ({@link PromptReader.open}). Everything failing is a {@link PendingJobRejectedError}, never a crash.
+ * naming the offered session and job id; the session is an active one of this worker; its sender may
+ * submit into it as JobRegistry decides ({@link maySubmit}); its only blob's versioned hash is that of the
+ * sidecar's commitment; and the KZG proof shows the blob is what the commitment commits to. The prompt
+ * itself is opened by the caller ({@link PromptReader.open}). Everything failing is a
+ * {@link PendingJobRejectedError}, never a crash.
  */
 export async function checkPendingJob(
   offer: PendingJobOffer,
@@ -128,17 +128,9 @@ export async function checkPendingJob(
   if (session.state !== SessionState.Active || session.worker.toLowerCase() !== view.worker.toLowerCase()) {
     throw new PendingJobRejectedError('session_not_ours', 'the session is not this worker’s');
   }
-  if (payer !== undefined && payer.toLowerCase() !== session.owner.toLowerCase()) {
-    throw new PendingJobRejectedError('wrong_sender', 'the payer does not own the session');
-  }
-  const [senderPrincipal, ownerPrincipal] = await Promise.all([
-    view.principalOf(tx.from),
-    view.principalOf(session.owner),
-  ]);
-  const sameOwner = senderPrincipal.toLowerCase() === ownerPrincipal.toLowerCase();
-  const delegate =
-    !sameOwner && payer !== undefined && (await view.isDelegateAuthorized(session.owner, senderPrincipal));
-  if (!sameOwner && !delegate) {
+  // As JobRegistry decides it, so a submission that would revert when mined is never answered.
+  const senderPrincipal = await view.principalOf(tx.from);
+  if (!(await maySubmit(view, session.owner, senderPrincipal, payer))) {
     throw new PendingJobRejectedError('wrong_sender', 'the sender may not submit in this session');
   }
   const hashes = tx.blobVersionedHashes ?? [];
@@ -163,6 +155,28 @@ export async function checkPendingJob(
     nonce: tx.nonce,
     promptBlobHash,
   };
+}
+
+/**
+ * Who JobRegistry lets submit into a session owned by `owner`. `submitJobFor` (a `payer`): the session is
+ * the payer's or the sender's, and the sender is the payer or an authorized delegate of it.
+ * `submitJobWithDebit`: the sender is the owner or an authorized delegate of it (the facilitator). So a
+ * payer cannot take, with its own submission, the job id of one the service handed over before inclusion.
+ * A delegate revoked within its grace still lands on chain but is declined here: the job then comes from
+ * the chain.
+ */
+async function maySubmit(
+  view: PendingJobChainView,
+  owner: string,
+  senderPrincipal: string,
+  payer: string | undefined,
+): Promise<boolean> {
+  const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
+  if (payer === undefined) {
+    return same(senderPrincipal, owner) || (await view.isDelegateAuthorized(owner, senderPrincipal));
+  }
+  if (!same(owner, payer) && !same(owner, senderPrincipal)) return false;
+  return same(senderPrincipal, payer) || (await view.isDelegateAuthorized(payer, senderPrincipal));
 }
 
 /**

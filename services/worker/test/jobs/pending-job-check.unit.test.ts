@@ -16,10 +16,16 @@ const WORKER = '0x90F79bf6EB2c4f870365E785982E1f101E93b906';
 const owner = new Wallet('0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d');
 const operator = new Wallet('0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a');
 const stranger = new Wallet('0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6');
+/** A keyed wallet that authorized the owner (the service) as its delegate, in the cases that say so. */
+const payer = new Wallet('0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a');
 const SESSION_ID = 5n;
 const JOB_ID = (SESSION_ID << 32n) | 3n;
 
-function view(overrides: Partial<Session> = {}): PendingJobChainView {
+/** The chain as the worker reads it; `delegates` lists the [user, delegate] pairs authorized. */
+function view(
+  overrides: Partial<Session> = {},
+  delegates: ReadonlyArray<readonly [Wallet, Wallet]> = [],
+): PendingJobChainView {
   const session: Session = {
     sessionId: SESSION_ID,
     owner: owner.address,
@@ -38,9 +44,33 @@ function view(overrides: Partial<Session> = {}): PendingJobChainView {
     getSession: async () => session,
     principalOf: async (account) =>
       account.toLowerCase() === operator.address.toLowerCase() ? owner.address : account,
-    isDelegateAuthorized: async () => false,
+    isDelegateAuthorized: async (user, delegate) =>
+      delegates.some(
+        ([authorizing, authorized]) =>
+          authorizing.address.toLowerCase() === user.toLowerCase() &&
+          authorized.address.toLowerCase() === delegate.toLowerCase(),
+      ),
   };
 }
+
+const submitJobFor = (payerAddress: string) =>
+  jobRegistryInterface.encodeFunctionData('submitJobFor', [payerAddress, SESSION_ID, JOB_ID, 10n ** 15n]);
+
+/** A settlement's calldata; the authorization's contents are the contract's to check, not the worker's. */
+const submitJobWithDebit = () =>
+  jobRegistryInterface.encodeFunctionData('submitJobWithDebit', [
+    SESSION_ID,
+    JOB_ID,
+    {
+      payer: payer.address,
+      payTo: owner.address,
+      facilitator: owner.address,
+      maxAmount: 10n ** 15n,
+      deadline: 1n,
+      nonce: `0x${'11'.repeat(32)}`,
+    },
+    `0x${'22'.repeat(65)}`,
+  ]);
 
 const sidecar = blobSidecarOf(new TextEncoder().encode('a sealed prompt'));
 
@@ -101,9 +131,69 @@ describe('checkPendingJob', () => {
     expect(byOperator.txHash).not.toBe(checked.txHash);
   });
 
-  it('accepts a submitJobFor sent by an authorized delegate of the owner', async () => {
-    const delegated = { ...view(), isDelegateAuthorized: async () => true };
+  it("accepts a submitJobFor sent by an authorized delegate of the payer into the payer's session", async () => {
+    const delegated = view({}, [[owner, stranger]]);
     await expect(checkPendingJob(await offer({ signer: stranger }), delegated)).resolves.toBeDefined();
+  });
+
+  it('accepts a submitJobFor the service sends for a payer into its own session, also through its operator', async () => {
+    // The owner plays the service: the session is its own, the payer authorized it.
+    const serviceSession = view({}, [[payer, owner]]);
+    for (const signer of [owner, operator]) {
+      const checked = await checkPendingJob(
+        await offer({ signer, data: submitJobFor(payer.address) }),
+        serviceSession,
+      );
+      expect(checked.sender).toBe(signer.address);
+    }
+  });
+
+  it("declines a payer's own submission into the service's session (it would take the service's job id)", async () => {
+    const serviceSession = view({}, [[payer, owner]]);
+    expect(
+      await rejection(
+        checkPendingJob(await offer({ signer: payer, data: submitJobFor(payer.address) }), serviceSession),
+      ),
+    ).toBe('wrong_sender');
+    // Naming the service as payer: the payer is no delegate of the service.
+    expect(
+      await rejection(
+        checkPendingJob(await offer({ signer: payer, data: submitJobFor(owner.address) }), serviceSession),
+      ),
+    ).toBe('wrong_sender');
+  });
+
+  it('declines a submitJobFor into the sender’s own session for a payer that did not authorize it', async () => {
+    const otherPayer = view({}, [[stranger, owner]]);
+    expect(
+      await rejection(checkPendingJob(await offer({ data: submitJobFor(payer.address) }), otherPayer)),
+    ).toBe('wrong_sender');
+    // Nor into a session of neither: a delegate of the payer sending into the owner's session.
+    const delegateOfPayer = view({}, [[payer, stranger]]);
+    expect(
+      await rejection(
+        checkPendingJob(
+          await offer({ signer: stranger, data: submitJobFor(payer.address) }),
+          delegateOfPayer,
+        ),
+      ),
+    ).toBe('wrong_sender');
+  });
+
+  it('accepts a submitJobWithDebit from the session owner, its operator or a facilitator it authorized; declines the payer and strangers', async () => {
+    const facilitated = view({}, [[owner, stranger]]);
+    for (const signer of [owner, operator, stranger]) {
+      await expect(
+        checkPendingJob(await offer({ signer, data: submitJobWithDebit() }), facilitated),
+      ).resolves.toBeDefined();
+    }
+    // The payer authorized the owner, not the other way round: it may not settle into the owner's session.
+    const keyed = view({}, [[payer, owner]]);
+    for (const signer of [payer, stranger]) {
+      expect(
+        await rejection(checkPendingJob(await offer({ signer, data: submitJobWithDebit() }), keyed)),
+      ).toBe('wrong_sender');
+    }
   });
 
   it('refuses a sidecar whose commitment is not the transaction’s blob', async () => {

@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { AnswerFrameKind, JobState, decryptAnswerFrame, responseHashOf } from '@svc/chain';
 import { HintOutcome } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
+import { connectJobRegistry } from '@svc/contracts';
 import { useDevnet, waitUntil } from '@svc/testkit';
+import { parseEther } from 'ethers';
 import { deterministicAnswer } from '../../src/model/index.js';
 import { DEPLOYED_MODELS, MODEL } from '../support/models.js';
 import { ServiceSide, type SignedSubmission } from '../support/service-side.js';
@@ -189,6 +191,41 @@ describe('starting before inclusion', () => {
     const job = await service.waitForOutcome(first.jobId);
     expect(job.state).toBe(JobState.Failed);
     expect(primary.channel.errors).toContainEqual({ jobId: first.jobId, attempt: 1, reason: 'replaced' });
+  });
+
+  it("answers the service's submission for a keyed wallet in the service's own session, and declines the wallet's own submission into it", async () => {
+    const net = devnet();
+    const wallet = net.wallet(3);
+    const serviceAddress = net.wallet(2).address;
+    const registry = connectJobRegistry(net.deployment.jobRegistryAddress, wallet);
+    await (await registry.depositAndAuthorize(serviceAddress, { value: parseEther('1') })).wait();
+    const sessionId = await freshSession();
+    // The wallet signs a submission of its own into the service's session, taking the next job id.
+    const theirs = await new ServiceSide(wallet, net.deployment, BigInt(net.anvil.chainId)).signSubmission(
+      sessionId,
+      MODEL.name,
+      ask('front-run'),
+    );
+    expect(await offer(theirs)).toBe(HintOutcome.DECLINED);
+    expect(primary.channel.deltasOf(theirs.jobId)).toHaveLength(0);
+    await rpc('evm_setAutomine', [false]);
+    try {
+      const ours = await service.signSubmission(sessionId, MODEL.name, ask('for a keyed wallet'), {
+        payer: wallet.address,
+      });
+      expect(ours.jobId).toBe(theirs.jobId);
+      await service.broadcast(ours);
+      expect(await offer(ours)).toBe(HintOutcome.ACCEPTED);
+      await rpc('evm_mine');
+      await rpc('evm_setAutomine', [true]);
+      const job = await service.waitForOutcome(ours.jobId);
+      expect(job.state).toBe(JobState.Completed);
+      expect(job.payer).toBe(wallet.address);
+      expect(job.delegate).toBe(serviceAddress);
+      expect(streamed(ours)).toBe(deterministicAnswer(ours.messages));
+    } finally {
+      await rpc('evm_setAutomine', [true]);
+    }
   });
 
   it('refuses a sidecar whose commitment does not match, before generating anything', async () => {

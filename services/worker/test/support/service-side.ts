@@ -127,13 +127,14 @@ export class ServiceSide {
 
   /**
    * Signs, without sending, a `submitJobFor` blob transaction carrying a real encrypted prompt: what the
-   * orchestrator hands a worker at broadcast. `nonce` makes a replacement of an earlier one.
+   * orchestrator hands a worker at broadcast. `nonce` makes a replacement of an earlier one; `payer` is a
+   * wallet that authorized this side as its delegate (else this side pays for itself).
    */
   async signSubmission(
     sessionId: bigint,
     model: string,
     messages: PromptMessage[],
-    options: { nonce?: number; jobId?: bigint; tip?: bigint } = {},
+    options: { nonce?: number; jobId?: bigint; tip?: bigint; payer?: string } = {},
   ): Promise<SignedSubmission> {
     const replyKey = generateReplyKey();
     const publicKey = getBytes((await this.chain.getSession(sessionId)).publicKey);
@@ -148,7 +149,7 @@ export class ServiceSide {
     const jobId = options.jobId ?? (await registry.nextJobId(sessionId));
     const fee = await this.chain.jobFee(modelIdOf(model));
     const request = await registry.submitJobFor.populateTransaction(
-      this.#owner.address,
+      options.payer ?? this.#owner.address,
       sessionId,
       jobId,
       fee,
