@@ -213,7 +213,8 @@ export class JobKeeper {
 
   /**
    * A submission whose call could not tell whether it landed (it gave up, its job held by nothing): tracked
-   * under the call's identity, so the job's end settles the call's spend hold (refunded, or spent).
+   * under the call's identity, so the job's end settles the call's spend hold. Its call ended `job_failed`,
+   * so an answer to it reaches nobody: it is refunded as undelivered, never counted as spent.
    */
   async #adoptSubmission(event: Extract<ProtocolEvent, { name: 'JobSubmitted' }>): Promise<void> {
     const { jobs, lifecycle, logger, pending } = this.#options;
@@ -221,7 +222,7 @@ export class JobKeeper {
     const call = await pending.take(String(event.args.promptBlobHash));
     if (!call) return;
     const { jobId, sessionId, worker, fee } = event.args;
-    await jobs.track(jobId, call);
+    await jobs.track(jobId, call, { undelivered: true });
     await lifecycle.publish(call, JobLifecycleKind.SUBMITTED, {
       jobId,
       sessionId,

@@ -111,7 +111,10 @@ describe('the job keeper (fakes)', () => {
     });
     await pending.expect(BLOB, call);
     await keeper.round();
-    expect((await jobs.list()).map((job) => [job.jobId, job.call.reservationId])).toEqual([[7n, 'res-1']]);
+    // Its call ended job_failed: an answer to it reaches nobody, so it is refunded once answered.
+    expect((await jobs.list()).map((job) => [job.jobId, job.call.reservationId, job.undelivered])).toEqual([
+      [7n, 'res-1', true],
+    ]);
     expect(published).toEqual([
       {
         kind: 'SUBMITTED',

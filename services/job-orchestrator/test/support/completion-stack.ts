@@ -109,6 +109,8 @@ export interface CompletionStackOptions {
    * chain at `rpcUrl` (a fault-injecting proxy, say); needs `preparePerCallAccounts`.
    */
   readonly perCall?: { readonly rpcUrl?: string };
+  /** Where the orchestrator reaches the chain (a fault-injecting proxy, say); the devnet's node by default. */
+  readonly rpcUrl?: string;
 }
 
 export async function startCompletionStack(
@@ -183,7 +185,7 @@ export async function startCompletionStack(
       provided: {
         store: options.store,
         bus,
-        chain: devnet.connection(),
+        chain: devnet.connection(options.rpcUrl),
       },
       logger,
     },

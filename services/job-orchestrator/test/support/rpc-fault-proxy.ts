@@ -16,6 +16,8 @@ export class RpcFaultProxy {
   #lost = 0;
   #outageAfterBroadcastMs = 0;
   #downUntil = 0;
+  #swallowBroadcasts = false;
+  #swallowed = 0;
   #server: Server | undefined;
   #url = '';
 
@@ -31,7 +33,7 @@ export class RpcFaultProxy {
           res.writeHead(503).end('injected: the node is unreachable');
           return;
         }
-        void proxy.#forward(Buffer.concat(chunks).toString('utf8')).then(
+        void proxy.#handle(Buffer.concat(chunks).toString('utf8')).then(
           (body) => res.writeHead(200, { 'content-type': 'application/json' }).end(body),
           (error: unknown) => res.writeHead(502).end(String(error)),
         );
@@ -60,6 +62,19 @@ export class RpcFaultProxy {
     this.#outageAfterBroadcastMs = durationMs;
   }
 
+  /**
+   * While on, every `eth_sendRawTransaction` is answered as accepted and never reaches the node: the
+   * sender's transactions are never mined, however often it sends them again.
+   */
+  swallowBroadcasts(on: boolean): void {
+    this.#swallowBroadcasts = on;
+  }
+
+  /** Broadcasts swallowed so far. */
+  get swallowed(): number {
+    return this.#swallowed;
+  }
+
   /** Receipts lost so far. */
   get lost(): number {
     return this.#lost;
@@ -70,6 +85,30 @@ export class RpcFaultProxy {
     if (!server) return;
     server.closeAllConnections();
     await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  #handle(body: string): Promise<string> {
+    return this.#swallowBroadcasts ? this.#withoutBroadcasts(body) : this.#forward(body);
+  }
+
+  /** Answers each broadcast in `body` as accepted without sending it, and forwards the rest of the batch. */
+  async #withoutBroadcasts(body: string): Promise<string> {
+    const parsed = JSON.parse(body) as JsonRpcRequest | JsonRpcRequest[];
+    const requests = Array.isArray(parsed) ? parsed : [parsed];
+    const swallowed = requests.filter((request) => request.method === 'eth_sendRawTransaction');
+    const forwarded = requests.filter((request) => request.method !== 'eth_sendRawTransaction');
+    this.#swallowed += swallowed.length;
+    const answers: unknown[] = swallowed.map((request) => ({
+      jsonrpc: '2.0',
+      id: request.id,
+      result: '0x' + '00'.repeat(32),
+    }));
+    if (forwarded.length > 0) {
+      const upstream = await this.#forward(JSON.stringify(Array.isArray(parsed) ? forwarded : forwarded[0]));
+      const answered = JSON.parse(upstream) as unknown;
+      answers.push(...(Array.isArray(answered) ? answered : [answered]));
+    }
+    return JSON.stringify(Array.isArray(parsed) ? answers : answers[0]);
   }
 
   async #forward(body: string): Promise<string> {
