@@ -49,6 +49,9 @@ export const paymentSettlerModule = defineModule({
         );
       },
       async stop() {
+        // Settlements answered at broadcast are still being sent: they finish (or the process's shutdown
+        // timeout ends them) before the chain goes away, so their outcome is recorded for the next ask.
+        await parts?.settlement.drain();
         provider.destroy();
       },
     };

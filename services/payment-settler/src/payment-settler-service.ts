@@ -1,6 +1,7 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { GenService } from '@bufbuild/protobuf/codegenv2';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
+import { getBytes } from 'ethers';
 import { AppError, paymentRefusalToProto, prepaidDebitRequirementsToProto } from '@svc/platform';
 import type { ServiceImpl } from '@svc/proto';
 import {
@@ -9,7 +10,7 @@ import {
   type PaymentSettler,
 } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
 import { readPaymentSignature, type PrepaidDebitRequirements } from '@svc/x402';
-import type { PaymentSettlement } from './payments/payment-settlement.js';
+import type { PaymentSettlement, SettlementBroadcast } from './payments/payment-settlement.js';
 import type { PaymentTerms } from './payments/payment-terms.js';
 import type { PaymentVerifier } from './payments/payment-verifier.js';
 import type { NonceReservations, ReleaseOutcome, Settlement } from './payments/nonce-reservations.js';
@@ -106,9 +107,12 @@ export function paymentSettlerHandlers(parts: PaymentSettlerParts | undefined): 
           ? { maxFeePerBlobGas: BigInt(request.maxFeePerBlobGasWei.decimal) }
           : {}),
         requestId: request.requestId,
+        answerAtBroadcast: request.answerAtBroadcast,
       });
       if ('settled' in outcome)
         return { outcome: { case: 'settled', value: settlementMessage(outcome.settled) } };
+      if ('broadcast' in outcome)
+        return { outcome: { case: 'broadcast', value: broadcastMessage(outcome.broadcast) } };
       if ('refused' in outcome)
         return { outcome: { case: 'refused', value: refusalMessage(outcome.refused) } };
       return { outcome: { case: 'sessionUnusable', value: { reason: outcome.sessionUnusable } } };
@@ -169,5 +173,16 @@ function settlementMessage(settlement: Settlement) {
     network: settlement.network,
     promptBlobHash: { hex: settlement.promptBlobHash },
     blockNumber: BigInt(settlement.blockNumber),
+  };
+}
+
+function broadcastMessage(broadcast: SettlementBroadcast) {
+  return {
+    jobId: broadcast.jobId,
+    txHash: { hex: broadcast.txHash },
+    signedTransaction: getBytes(broadcast.signedTransaction),
+    kzgCommitment: broadcast.kzgCommitment,
+    kzgProof: broadcast.kzgProof,
+    amountWei: { decimal: broadcast.amount },
   };
 }

@@ -16,8 +16,26 @@ export interface LandedSettlement {
   readonly promptBlobHash: string;
 }
 
+/**
+ * A settlement the node accepted, not mined yet: the job it submits and what its worker is handed to start
+ * before inclusion (docs/protocol.md, Starting before inclusion).
+ */
+export interface BroadcastSettlement {
+  readonly jobId: bigint;
+  /** The transaction as first broadcast. */
+  readonly txHash: string;
+  /** The fee the settlement debits when it lands. */
+  readonly fee: bigint;
+  /** The signed transaction without its blob sidecar. */
+  readonly signedTransaction: Uint8Array;
+  readonly kzgCommitment: Uint8Array;
+  readonly kzgProof: Uint8Array;
+}
+
 export type SettlementOutcome =
   | { readonly settled: LandedSettlement }
+  /** Asked to answer at broadcast: the settlement is under way (asking again finds how it ended). */
+  | { readonly broadcast: BroadcastSettlement }
   /** The payment cannot settle and nothing landed (the settler freed its nonce). */
   | { readonly refused: AppError }
   /** The session cannot take a job; the payment is still held for another session. */
@@ -42,6 +60,8 @@ export class PerCallSettlement {
     readonly sessionId: bigint;
     readonly promptWire: Uint8Array;
     readonly requestId: string;
+    /** Answer once the node accepted the settlement, before it is mined (an older settler answers once mined). */
+    readonly answerAtBroadcast?: boolean;
   }): Promise<SettlementOutcome> {
     let response;
     try {
@@ -52,6 +72,7 @@ export class PerCallSettlement {
           promptWire: request.promptWire,
           maxFeePerBlobGasWei: { decimal: this.maxFeePerBlobGas.toString() },
           requestId: request.requestId,
+          answerAtBroadcast: request.answerAtBroadcast ?? false,
         },
         { requestId: request.requestId },
       );
@@ -83,6 +104,19 @@ export class PerCallSettlement {
             txHash: settled.txHash?.hex ?? '',
             blockNumber: Number(settled.blockNumber),
             promptBlobHash: settled.promptBlobHash?.hex ?? '',
+          },
+        };
+      }
+      case 'broadcast': {
+        const broadcast = outcome.value;
+        return {
+          broadcast: {
+            jobId: BigInt(broadcast.jobId),
+            txHash: broadcast.txHash?.hex ?? '',
+            fee: BigInt(broadcast.amountWei?.decimal ?? '0'),
+            signedTransaction: broadcast.signedTransaction,
+            kzgCommitment: broadcast.kzgCommitment,
+            kzgProof: broadcast.kzgProof,
           },
         };
       }

@@ -25,7 +25,11 @@ class Landing implements SubmissionLanding {
   /** The job on chain once its own bookkeeping is done; rejects as the landing does, or with that bookkeeping's error. */
   readonly settled: Promise<SubmittedJob>;
 
-  constructor(landed: Promise<SubmittedJob>, onLanded: (job: SubmittedJob) => Promise<void>) {
+  constructor(
+    readonly jobId: bigint,
+    landed: Promise<SubmittedJob>,
+    onLanded: (job: SubmittedJob) => Promise<void>,
+  ) {
     landed.catch(() => (this.#failed = true));
     this.settled = landed.then(async (job) => {
       await onLanded(job);
@@ -124,11 +128,16 @@ export class SubmittedJobRun {
       droppedMessages: prompt.droppedMessages,
     };
     const failedSessions = new Set<bigint>();
-    const landing = new Landing(announced.landed, async (job) => {
+    const landing = new Landing(jobId, announced.landed, async (job) => {
       fee = job.fee;
       await this.#recordLanded(job, service, prompt);
     });
     try {
+      // Tracked and held from the broadcast (its id is known now): the keeper neither adopts the job as
+      // one no call serves when it lands nor drives it while this run does, and takes it over if this
+      // replica dies.
+      await this.options.jobs.track(jobId, payment.identity);
+      this.#run = await this.options.jobs.holdRun(jobId, this.call.holder, this.options.runMarkTtlMs);
       if (announced.handover) await this.#handOver(service, announced.handover);
       for (;;) {
         const otherReplyKeys = attempt === 1 ? announced.otherReplyKeys : undefined;
@@ -222,13 +231,10 @@ export class SubmittedJobRun {
     }
   }
 
-  /** The job is on chain: the keeper follows it from now on (if this run dies), and SUBMITTED goes out. */
+  /** The job is on chain: SUBMITTED goes out, and the worker is told (it may have started already). */
   async #recordLanded(job: SubmittedJob, service: ServiceDescription, prompt: PreparedPrompt): Promise<void> {
-    const { jobs, lifecycle } = this.options;
-    const { payment, holder } = this.call;
-    await jobs.track(job.jobId, payment.identity);
-    this.#run = await jobs.holdRun(job.jobId, holder, this.options.runMarkTtlMs);
-    await lifecycle.publish(payment.identity, JobLifecycleKind.SUBMITTED, {
+    const { lifecycle } = this.options;
+    await lifecycle.publish(this.call.payment.identity, JobLifecycleKind.SUBMITTED, {
       jobId: job.jobId,
       sessionId: service.sessionId,
       attempt: 1,
@@ -278,9 +284,15 @@ export class SubmittedJobRun {
    */
   async #awaitUnlanded(landing: Landing, lease: SessionLease, reason: string): Promise<boolean> {
     const { stream } = this.call;
+    this.options.logger.info(
+      { jobId: landing.jobId.toString(), reason },
+      'job handed over before inclusion is not on chain: the call ends, its session is retired',
+    );
     await lease.discard();
     if (!landing.failed)
       stream.failWithout(new AppError('job_failed', { message: `The job failed: ${reason}.` }), true);
+    const { jobs } = this.options;
+    const { identity } = this.call.payment;
     try {
       await landing.settled;
       return true;
@@ -288,8 +300,16 @@ export class SubmittedJobRun {
       if (error instanceof NotSubmitted) {
         stream.failWithout(error.error, false);
         stream.recordAfterEnd(JobLifecycleKind.FAILED, { failureCode: error.error.code });
-      } else if (error instanceof SubmissionUnknown) stream.failWithout(error.error, true);
-      else throw error;
+        await jobs.forget(landing.jobId);
+      } else if (error instanceof SubmissionUnknown) {
+        this.options.logger.warn(
+          { err: error.error, jobId: landing.jobId.toString() },
+          'submission outcome unknown: the keeper settles the job if it lands',
+        );
+        stream.failWithout(error.error, true);
+        // It may land yet, with nobody to serve it: refunded once answered (a resent payment may be served first).
+        await jobs.track(landing.jobId, identity, { orphan: true });
+      } else throw error;
       return false;
     }
   }

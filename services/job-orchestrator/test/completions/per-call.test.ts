@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { parseEther } from 'ethers';
 import { SessionState } from '@svc/chain';
 import { OPEN_SESSIONS_GROUP } from '../../src/sessions/session-records.js';
@@ -60,9 +60,29 @@ afterAll(async () => {
   await store.close();
 });
 
+// A test that fails inside an outage it set must not leave the next one without a chain.
+afterEach(() => chainReachableAgain(), 40_000);
+
 const payer = (deposit?: bigint) => depositedWallet(devnet(), deposit);
 const verified = (paymentSignature: string) => verifiedPayment(stack, paymentSignature);
 const run = (payment: VerifiedPayment, content: string) => runPaid(stack, payment, content);
+
+/**
+ * Waits until the settler reaches the chain again. The settler answers at broadcast and the worker starts
+ * at once, so a call may be answered inside an outage the proxy set for its settlement; a payment verified
+ * after it needs the chain.
+ */
+async function chainReachableAgain(): Promise<void> {
+  const blockNumber = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_blockNumber', params: [] });
+  await waitUntil(
+    () =>
+      fetch(proxy.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: blockNumber })
+        .then((answer) => answer.ok)
+        .catch(() => false),
+    (reachable) => reachable,
+    { what: 'the settler reaching the chain again', timeoutMs: 30_000 },
+  );
+}
 
 function refusalCode(outcome: Awaited<ReturnType<typeof verify>>): PaymentRefusalCode | undefined {
   return outcome.case === 'refused' ? outcome.value.code : undefined;
@@ -180,6 +200,7 @@ describe('a call paid per call', () => {
     const events = await run(payment, 'chain went away briefly');
     expect(shapeOf(events)).toEqual(['started', 'delta', 'completed']);
     expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
+    await chainReachableAgain();
     await resendRefusedAsUsed(header, payment.reservationId);
   });
 
@@ -197,6 +218,7 @@ describe('a call paid per call', () => {
     expect(deliveredText(events)).toBe(deterministicAnswer([{ role: 'user', content: 'chain went away' }]));
     expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
     // Sent again: refused as used, never charged twice.
+    await chainReachableAgain();
     await resendRefusedAsUsed(header, payment.reservationId);
     expect(before - (await stack.chain.prepaidBalanceOf(wallet.address))).toBe(MODEL.feeWei);
   }, 60_000);
@@ -207,8 +229,9 @@ describe('a call paid per call', () => {
     const header = await signedPayment(stack, wallet);
     const payment = await verified(header);
     // Longer than the orchestrator waits here (SETTLEMENT_OUTCOME_WAIT): the call answers 502 while the
-    // settlement it broadcast is mined and the payer debited.
-    proxy.outageAfterBroadcast(25_000);
+    // settlement it broadcast is mined and the payer debited. The node's answer to the broadcast is lost
+    // as well, so nothing was handed to the worker before inclusion (it would have answered the call).
+    proxy.outageAfterBroadcast(25_000, { loseAnswer: true });
     const first = await run(payment, 'the first ask');
     expect(shapeOf(first)).toEqual(['failed']);
     expect(failureOf(first)).toMatchObject({

@@ -17,6 +17,7 @@ export class RpcFaultProxy {
   #outageAfterBroadcastMs = 0;
   #downUntil = 0;
   #swallowBroadcasts = false;
+  #loseBroadcastAnswer = false;
   #swallowed = 0;
   #server: Server | undefined;
   #url = '';
@@ -56,10 +57,12 @@ export class RpcFaultProxy {
 
   /**
    * The next transaction broadcast goes through, then the chain is unreachable for `durationMs`: every
-   * request fails, receipts and lookups included.
+   * request fails, receipts and lookups included. With `loseAnswer`, the node's answer to that broadcast is
+   * lost too, so the sender cannot tell it was accepted.
    */
-  outageAfterBroadcast(durationMs: number): void {
+  outageAfterBroadcast(durationMs: number, options: { readonly loseAnswer?: boolean } = {}): void {
     this.#outageAfterBroadcastMs = durationMs;
+    this.#loseBroadcastAnswer = options.loseAnswer ?? false;
   }
 
   /**
@@ -125,6 +128,10 @@ export class RpcFaultProxy {
     if (broadcast && this.#outageAfterBroadcastMs > 0) {
       this.#downUntil = Date.now() + this.#outageAfterBroadcastMs;
       this.#outageAfterBroadcastMs = 0;
+      if (this.#loseBroadcastAnswer) {
+        this.#loseBroadcastAnswer = false;
+        throw new Error('injected: the connection dropped before the node answered');
+      }
     }
     if (this.#receiptsToLose === 0) return text;
     const responses = JSON.parse(text) as Record<string, unknown> | Record<string, unknown>[];

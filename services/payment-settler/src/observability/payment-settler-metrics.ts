@@ -21,13 +21,13 @@ export class PaymentSettlerMetrics {
     });
     this.#settlements = new Counter({
       name: 'svc_payment_settler_settlements_total',
-      help: 'x402 settlements (SettlePayment), by outcome: settled, refused with its refusal code, session_unusable (another session is tried), or error with its API error code (blob_fee_too_high, unexpected_settle_error: the payment may have landed).',
+      help: 'x402 settlements (SettlePayment), by outcome: settled, refused with its refusal code, session_unusable (another session is tried), in_flight (asked while a settlement of the payment is under way: one answered at broadcast and not mined yet, say), or error with its API error code (blob_fee_too_high, unexpected_settle_error: the payment may have landed). A settlement answered at broadcast counts once, by how its send ended.',
       labelNames: ['outcome', 'code'],
       registers,
     });
     this.#settleSeconds = new Histogram({
       name: 'svc_payment_settler_settle_seconds',
-      help: 'Time to settle a payment, the blob transaction mined (or refused), by outcome.',
+      help: 'Time to settle a payment, the blob transaction mined (or refused), by outcome; answered at broadcast or not.',
       labelNames: ['outcome'],
       buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30, 60, 120],
       registers,
@@ -44,8 +44,12 @@ export class PaymentSettlerMetrics {
     this.#verifications.inc({ outcome: 'error', code: errorCodeOf(error) });
   }
 
-  /** A settlement's outcome (settled, refused with its code, session_unusable) and how long it took. */
-  settled(outcome: 'settled' | 'refused' | 'session_unusable', seconds: number, refusalCode?: string): void {
+  /** A settlement's outcome (settled, refused with its code, session_unusable, in_flight) and how long it took. */
+  settled(
+    outcome: 'settled' | 'refused' | 'session_unusable' | 'in_flight',
+    seconds: number,
+    refusalCode?: string,
+  ): void {
     this.#settled(outcome, seconds, refusalCode);
   }
 

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { ExclusiveLocks, ExpiringValues } from '@svc/platform';
+import type { AppError, ExclusiveLocks, ExpiringValues } from '@svc/platform';
 import type { DebitAuthorizationJson } from '@svc/x402';
+import type { PaymentRefusal } from './refusals.js';
 
 /** A verified payment whose nonce is held for one call. */
 export interface HeldPayment {
@@ -33,11 +34,21 @@ type ReservationRecord = HeldPayment & {
   readonly sentBlobHashes?: readonly string[];
 };
 
+/**
+ * How a settlement answered at broadcast ended without landing (the chain refused it, or its model or the
+ * registry stopped taking jobs), kept for the ask that follows it up: its caller heard only `broadcast`.
+ */
+export type SettlementEnding =
+  | { readonly refused: PaymentRefusal }
+  | { readonly error: { readonly code: AppError['code']; readonly message: string } };
+
 /** `held` when a settlement is under way: the payment may land, so it is not freed. */
 export type ReleaseOutcome = 'released' | 'settled' | 'held';
 
 /** How long a settlement may hold its reservation's settling lock: beyond the sender's worst case. */
 const SETTLING_LOCK_TTL_MS = 10 * 60_000;
+/** The least time a settlement's ending is kept: its caller asks again within seconds. */
+const MIN_ENDING_TTL_MS = 60_000;
 
 /**
  * Holds a payment's (payer, nonce) for the one call that verified it, in the shared store so every
@@ -163,6 +174,23 @@ export class NonceReservations {
     await this.values.compareAndDelete(pairKey(payer, nonce), held.reservationId);
     await this.values.delete(recordKey(held.reservationId));
   }
+
+  /**
+   * Frees the pair of a settlement answered at broadcast that did not land, keeping how it ended for as
+   * long as the reservation would have lasted: the ask that follows it up is told that, not that the
+   * reservation lapsed.
+   */
+  async freeEnded(held: HeldPayment, ending: SettlementEnding): Promise<void> {
+    const ttlMs = Math.max(MIN_ENDING_TTL_MS, held.expiresAtMs - Date.now());
+    await this.values.set(endingKey(held.reservationId), JSON.stringify(ending), ttlMs);
+    await this.free(held);
+  }
+
+  /** How a settlement of the reservation answered at broadcast ended without landing, if one did. */
+  async endingOf(reservationId: string): Promise<SettlementEnding | undefined> {
+    const raw = await this.values.get(endingKey(reservationId));
+    return raw === null ? undefined : (JSON.parse(raw) as SettlementEnding);
+  }
 }
 
 function pairKey(payer: string, nonce: string): string {
@@ -175,4 +203,8 @@ function settlingKey(reservationId: string): string {
 
 function recordKey(reservationId: string): string {
   return `payments:reservation:${reservationId}`;
+}
+
+function endingKey(reservationId: string): string {
+  return `payments:ending:${reservationId}`;
 }

@@ -6,6 +6,7 @@ import {
   ContractRevertError,
   decodeProtocolLog,
   TransactionRevertedError,
+  type BroadcastAttempt,
   type ChainClient,
   type ContractError,
   type TransactionSender,
@@ -13,7 +14,7 @@ import {
 import { AppError, type Logger } from '@svc/platform';
 import { debitAuthorizationOf } from '@svc/x402';
 import type { PaymentSettlerMetrics } from '../observability/payment-settler-metrics.js';
-import type { HeldPayment, NonceReservations, Settlement } from './nonce-reservations.js';
+import type { HeldPayment, NonceReservations, Settlement, SettlementEnding } from './nonce-reservations.js';
 import { refusalCodeOfRevert, type PaymentRefusal } from './refusals.js';
 
 export interface SettleRequest {
@@ -24,13 +25,33 @@ export interface SettleRequest {
   /** The caller's own maximum blob base fee, when lower than the settler's. */
   readonly maxFeePerBlobGas?: bigint;
   readonly requestId: string;
+  /** Answer once the node accepted the settlement, not once it is mined: the send goes on meanwhile. */
+  readonly answerAtBroadcast?: boolean;
+}
+
+/** A settlement the node accepted and that is not mined yet: what the session's worker starts from. */
+export interface SettlementBroadcast {
+  readonly jobId: string;
+  /** The transaction as first broadcast (a fee bump replaces it with the same job and blob). */
+  readonly txHash: string;
+  /** The signed transaction without its blob sidecar, hex. */
+  readonly signedTransaction: string;
+  readonly kzgCommitment: Uint8Array;
+  readonly kzgProof: Uint8Array;
+  /** The fee the payment was verified for: what the settlement debits unless the fee changes first. */
+  readonly amount: string;
 }
 
 export type SettleOutcome =
   | { readonly settled: Settlement }
   | { readonly refused: PaymentRefusal }
   /** The session cannot take a job; nothing was sent and the payment stays held for another session. */
-  | { readonly sessionUnusable: string };
+  | { readonly sessionUnusable: string }
+  /** Asked with `answerAtBroadcast`: the settlement is under way and its reservation held meanwhile. */
+  | { readonly broadcast: SettlementBroadcast };
+
+/** Told of a settlement once the node accepted it. */
+type BroadcastListener = (broadcast: SettlementBroadcast) => void;
 
 /** Reverts that say the session, not the payment, is the problem: another session may take the job. */
 const SESSION_REVERTS = new Set(['SessionStateInvalid', 'WorkerNotActive', 'NotSessionWorker']);
@@ -57,39 +78,82 @@ export interface PaymentSettlementOptions {
  * landed meanwhile.
  */
 export class PaymentSettlement {
+  /** Settlements answered at broadcast and still being sent. */
+  readonly #sending = new Set<Promise<unknown>>();
+
   constructor(private readonly options: PaymentSettlementOptions) {}
 
+  /**
+   * Settles the payment. Asked to answer at broadcast, it answers `broadcast` once the node accepted the
+   * transaction, while the send goes on under the reservation's settling lock exactly as it would have:
+   * the next ask of the reservation finds it settled, refused, or still under way.
+   */
   async settle(request: SettleRequest): Promise<SettleOutcome> {
-    const { metrics } = this.options;
+    if (!request.answerAtBroadcast) return this.#settle(request);
+    let answered = false;
+    let announce: BroadcastListener = () => {};
+    const broadcast = new Promise<SettlementBroadcast>((resolve) => {
+      announce = (announced) => {
+        answered = true;
+        resolve(announced);
+      };
+    });
+    const settling = this.#settle(request, announce);
+    this.#sending.add(settling);
+    settling
+      .catch((error: unknown) => {
+        // Its caller was answered already and hears of this only by asking again.
+        if (answered)
+          this.options.logger.warn(
+            { err: error, reservationId: request.reservationId },
+            'a settlement answered at broadcast failed',
+          );
+      })
+      .finally(() => this.#sending.delete(settling));
+    // Whatever ends first: an outcome before any broadcast (a refusal, a session that cannot take the
+    // job, a settlement already landed) is answered as without the flag.
+    return Promise.race([broadcast.then((announced) => ({ broadcast: announced })), settling]);
+  }
+
+  /** Waits for the settlements answered at broadcast to finish: a stopping settler lets them land. */
+  async drain(): Promise<void> {
+    await Promise.allSettled([...this.#sending]);
+  }
+
+  async #settle(request: SettleRequest, announce?: BroadcastListener): Promise<SettleOutcome> {
+    const { metrics, reservations } = this.options;
     const started = performance.now();
     const seconds = () => (performance.now() - started) / 1000;
+    let settling;
     try {
-      const outcome = await this.#settle(request);
-      if ('settled' in outcome) metrics.settled('settled', seconds());
-      else if ('refused' in outcome) metrics.settled('refused', seconds(), outcome.refused.code);
-      else metrics.settled('session_unusable', seconds());
-      return outcome;
+      settling = await reservations.whileSettling(request.reservationId, () =>
+        this.#settleOnce(request, announce),
+      );
     } catch (error) {
       metrics.settleFailed(error, seconds());
       throw error;
     }
+    if (!settling) {
+      // Not a failure: another ask's settlement is under way (one answered at broadcast, not mined yet).
+      metrics.settled('in_flight', seconds());
+      throw new AppError('unexpected_settle_error', {
+        message: 'This payment is being settled by another request: ask again shortly.',
+        retryAfterSeconds: 1,
+      });
+    }
+    const outcome = settling.value;
+    if ('settled' in outcome) metrics.settled('settled', seconds());
+    else if ('refused' in outcome) metrics.settled('refused', seconds(), outcome.refused.code);
+    else metrics.settled('session_unusable', seconds());
+    return outcome;
   }
 
-  async #settle(request: SettleRequest): Promise<SettleOutcome> {
-    const settling = await this.options.reservations.whileSettling(request.reservationId, () =>
-      this.#settleOnce(request),
-    );
-    if (settling) return settling.value;
-    throw new AppError('unexpected_settle_error', {
-      message: 'This payment is being settled by another request: ask again shortly.',
-      retryAfterSeconds: 1,
-    });
-  }
-
-  async #settleOnce(request: SettleRequest): Promise<SettleOutcome> {
+  async #settleOnce(request: SettleRequest, announce?: BroadcastListener): Promise<SettleOutcome> {
     const { reservations, logger } = this.options;
     const record = await reservations.get(request.reservationId);
     if (record?.settlement) return { settled: record.settlement };
+    const ending = record ? undefined : await reservations.endingOf(request.reservationId);
+    if (ending) return endedAs(ending);
     if (!record || !(await reservations.holds(record)))
       return {
         refused: {
@@ -100,16 +164,29 @@ export class PaymentSettlement {
       };
     const payer = record.authorization.payer;
     const blob = blobSidecarOf(request.promptWire);
+    let broadcast = false;
     try {
       if (request.maxFeePerBlobGas !== undefined && request.maxFeePerBlobGas < this.options.maxFeePerBlobGas)
         await blobFeeCap(this.options.provider, request.maxFeePerBlobGas);
       await reservations.noteSend(record, blob.versionedHash);
       // The session's next job id, named in the transaction (docs/protocol.md, Job ids).
       const jobId = await this.options.chain.jobRegistry.nextJobId(request.sessionId);
+      const onBroadcast = (signed: BroadcastAttempt) => {
+        broadcast = true;
+        announce?.({
+          jobId: jobId.toString(),
+          txHash: signed.hash.toLowerCase(),
+          signedTransaction: signed.signedTransaction,
+          kzgCommitment: blob.commitment,
+          kzgProof: blob.proof,
+          amount: record.amount,
+        });
+      };
       const mined = await this.options.sender.send({
         to: this.options.chain.addresses.jobRegistry,
         data: this.#settlementCall(record, request.sessionId, jobId),
         blobs: [blob],
+        ...(announce ? { onBroadcast } : {}),
       });
       const settlement = this.#settlementOf(
         record,
@@ -139,13 +216,19 @@ export class PaymentSettlement {
           return { settled: landed };
         }
       }
+      const failure = this.#failure(error, revert, payer);
       // Freed only when nothing can land: refused before sending, or mined and reverted. After a
       // broadcast with no outcome the transaction may still be mined: the payment stays held (the chain's
       // nonce decides, and a repeat of this settlement finds it) until its reservation lapses.
-      if (knownUnsent || error instanceof TransactionRevertedError) await reservations.free(record);
+      if (knownUnsent || error instanceof TransactionRevertedError) {
+        // A caller answered at broadcast heard nothing of this yet: its next ask is told.
+        if (broadcast) await reservations.freeEnded(record, endingOf(failure));
+        else await reservations.free(record);
+      }
       // The caller hears only its code: the cause is for the operator.
       logger.warn({ err: error, payer, revert: revert?.name }, 'settlement failed');
-      return this.#failure(error, revert, payer);
+      if (failure instanceof AppError) throw failure;
+      return failure;
     }
   }
 
@@ -214,19 +297,24 @@ export class PaymentSettlement {
     return undefined;
   }
 
-  #failure(error: unknown, revert: ContractError | undefined, payer: string): SettleOutcome {
+  /** What a failed send is answered: a refusal, or the error it is thrown as. */
+  #failure(
+    error: unknown,
+    revert: ContractError | undefined,
+    payer: string,
+  ): { readonly refused: PaymentRefusal } | AppError {
     if (error instanceof BlobFeeTooHighError)
-      throw new AppError('blob_fee_too_high', {
+      return new AppError('blob_fee_too_high', {
         message: `The blob base fee (${error.requiredFeePerBlobGas} wei) is above what this service pays (${error.maxFeePerBlobGas} wei); try again later.`,
         retryAfterSeconds: 12,
         cause: error,
       });
     if (revert?.name === 'EnforcedPause')
-      throw new AppError('not_configured', {
+      return new AppError('not_configured', {
         message: 'JobRegistry is paused: no new jobs run.',
         cause: error,
       });
-    if (revert?.name === 'ModelDisabled') throw new AppError('model_not_found', { cause: error });
+    if (revert?.name === 'ModelDisabled') return new AppError('model_not_found', { cause: error });
     if (revert || error instanceof TransactionRevertedError) {
       const code = (revert && refusalCodeOfRevert(revert.name)) ?? 'invalid_transaction_state';
       return {
@@ -240,12 +328,21 @@ export class PaymentSettlement {
         },
       };
     }
-    throw new AppError('unexpected_settle_error', {
+    return new AppError('unexpected_settle_error', {
       message:
         'The payment could not be settled; send the same PAYMENT-SIGNATURE again (a payment that did settle is refused as used, never charged twice).',
       cause: error,
     });
   }
+}
+
+function endingOf(failure: { readonly refused: PaymentRefusal } | AppError): SettlementEnding {
+  return failure instanceof AppError ? { error: { code: failure.code, message: failure.message } } : failure;
+}
+
+function endedAs(ending: SettlementEnding): SettleOutcome {
+  if ('refused' in ending) return ending;
+  throw new AppError(ending.error.code, { message: ending.error.message });
 }
 
 function revertOf(error: unknown): ContractError | undefined {

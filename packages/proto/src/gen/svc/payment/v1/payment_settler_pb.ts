@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file svc/payment/v1/payment_settler.proto.
  */
 export const file_svc_payment_v1_payment_settler: GenFile = /*@__PURE__*/
-  fileDesc("CiRzdmMvcGF5bWVudC92MS9wYXltZW50X3NldHRsZXIucHJvdG8SDnN2Yy5wYXltZW50LnYxIj0KFkdldFJlcXVpcmVtZW50c1JlcXVlc3QSDQoFbW9kZWwYASABKAkSFAoMcmVzb3VyY2VfdXJsGAIgASgJIqEBChdHZXRSZXF1aXJlbWVudHNSZXNwb25zZRIUCgx4NDAyX3ZlcnNpb24YASABKA0SMQoIcmVzb3VyY2UYAiABKAsyHy5zdmMucGF5bWVudC52MS5QYXltZW50UmVzb3VyY2USPQoMcmVxdWlyZW1lbnRzGAMgASgLMicuc3ZjLmNvbW1vbi52MS5QcmVwYWlkRGViaXRSZXF1aXJlbWVudHMiRgoPUGF5bWVudFJlc291cmNlEgsKA3VybBgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIRCgltaW1lX3R5cGUYAyABKAkingEKFFZlcmlmeVBheW1lbnRSZXF1ZXN0EhkKEXBheW1lbnRfc2lnbmF0dXJlGAEgASgJEg0KBW1vZGVsGAIgASgJEhQKDHJlc291cmNlX3VybBgDIAEoCRISCgpyZXF1ZXN0X2lkGAQgASgJEjIKD3Jlc2VydmF0aW9uX3R0bBgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKKAQoVVmVyaWZ5UGF5bWVudFJlc3BvbnNlEjMKCHZlcmlmaWVkGAEgASgLMh8uc3ZjLnBheW1lbnQudjEuVmVyaWZpZWRQYXltZW50SAASMQoHcmVmdXNlZBgCIAEoCzIeLnN2Yy5wYXltZW50LnYxLlBheW1lbnRSZWZ1c2FsSABCCQoHb3V0Y29tZSLGAgoPVmVyaWZpZWRQYXltZW50EhYKDnJlc2VydmF0aW9uX2lkGAEgASgJEiUKBXBheWVyGAIgASgLMhYuc3ZjLmNvbW1vbi52MS5BZGRyZXNzEiUKBW5vbmNlGAMgASgLMhYuc3ZjLmNvbW1vbi52MS5CeXRlczMyEiYKCmFtb3VudF93ZWkYBCABKAsyEi5zdmMuY29tbW9uLnYxLldlaRIqCg5tYXhfYW1vdW50X3dlaRgFIAEoCzISLnN2Yy5jb21tb24udjEuV2VpEiwKCGRlYWRsaW5lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI6ChZyZXNlcnZhdGlvbl9leHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgduZXR3b3JrGAggASgJIsEBCg5QYXltZW50UmVmdXNhbBIwCgRjb2RlGAEgASgOMiIuc3ZjLnBheW1lbnQudjEuUGF5bWVudFJlZnVzYWxDb2RlEg8KB21lc3NhZ2UYAiABKAkSJQoFcGF5ZXIYAyABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSRQoUY3VycmVudF9yZXF1aXJlbWVudHMYBCABKAsyJy5zdmMuY29tbW9uLnYxLlByZXBhaWREZWJpdFJlcXVpcmVtZW50cyKhAQoUU2V0dGxlUGF5bWVudFJlcXVlc3QSFgoOcmVzZXJ2YXRpb25faWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRITCgtwcm9tcHRfd2lyZRgDIAEoDBI0ChhtYXhfZmVlX3Blcl9ibG9iX2dhc193ZWkYBCABKAsyEi5zdmMuY29tbW9uLnYxLldlaRISCgpyZXF1ZXN0X2lkGAUgASgJIsgBChVTZXR0bGVQYXltZW50UmVzcG9uc2USNAoHc2V0dGxlZBgBIAEoCzIhLnN2Yy5wYXltZW50LnYxLlBheW1lbnRTZXR0bGVtZW50SAASMQoHcmVmdXNlZBgCIAEoCzIeLnN2Yy5wYXltZW50LnYxLlBheW1lbnRSZWZ1c2FsSAASOwoQc2Vzc2lvbl91bnVzYWJsZRgDIAEoCzIfLnN2Yy5wYXltZW50LnYxLlNlc3Npb25VbnVzYWJsZUgAQgkKB291dGNvbWUiIQoPU2Vzc2lvblVudXNhYmxlEg4KBnJlYXNvbhgBIAEoCSL0AQoRUGF5bWVudFNldHRsZW1lbnQSJwoHdHhfaGFzaBgBIAEoCzIWLnN2Yy5jb21tb24udjEuQnl0ZXMzMhIOCgZqb2JfaWQYAiABKAkSJQoFcGF5ZXIYAyABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSJgoKYW1vdW50X3dlaRgEIAEoCzISLnN2Yy5jb21tb24udjEuV2VpEg8KB25ldHdvcmsYBSABKAkSMAoQcHJvbXB0X2Jsb2JfaGFzaBgGIAEoCzIWLnN2Yy5jb21tb24udjEuQnl0ZXMzMhIUCgxibG9ja19udW1iZXIYByABKAQiLwoVUmVsZWFzZVBheW1lbnRSZXF1ZXN0EhYKDnJlc2VydmF0aW9uX2lkGAEgASgJIlAKFlJlbGVhc2VQYXltZW50UmVzcG9uc2USNgoFc3RhdGUYASABKA4yJy5zdmMucGF5bWVudC52MS5QYXltZW50UmVzZXJ2YXRpb25TdGF0ZSqhBQoSUGF5bWVudFJlZnVzYWxDb2RlEiQKIFBBWU1FTlRfUkVGVVNBTF9DT0RFX1VOU1BFQ0lGSUVEEAASKAokUEFZTUVOVF9SRUZVU0FMX0NPREVfSU5WQUxJRF9QQVlMT0FEEAESLQopUEFZTUVOVF9SRUZVU0FMX0NPREVfSU5WQUxJRF9YNDAyX1ZFUlNJT04QAhIrCidQQVlNRU5UX1JFRlVTQUxfQ09ERV9VTlNVUFBPUlRFRF9TQ0hFTUUQAxIoCiRQQVlNRU5UX1JFRlVTQUxfQ09ERV9JTlZBTElEX05FVFdPUksQBBI1CjFQQVlNRU5UX1JFRlVTQUxfQ09ERV9JTlZBTElEX1BBWU1FTlRfUkVRVUlSRU1FTlRTEAUSIAocUEFZTUVOVF9SRUZVU0FMX0NPREVfRVhQSVJFRBAGEi0KKVBBWU1FTlRfUkVGVVNBTF9DT0RFX0ZBQ0lMSVRBVE9SX01JU01BVENIEAcSKwonUEFZTUVOVF9SRUZVU0FMX0NPREVfUkVDSVBJRU5UX01JU01BVENIEAgSMwovUEFZTUVOVF9SRUZVU0FMX0NPREVfRkFDSUxJVEFUT1JfTk9UX0FVVEhPUklaRUQQCRIjCh9QQVlNRU5UX1JFRlVTQUxfQ09ERV9OT05DRV9VU0VEEAoSKgomUEFZTUVOVF9SRUZVU0FMX0NPREVfU0lHTkFUVVJFX0lOVkFMSUQQCxIhCh1QQVlNRU5UX1JFRlVTQUxfQ09ERV9PVkVSX0NBUBAMEisKJ1BBWU1FTlRfUkVGVVNBTF9DT0RFX0lOU1VGRklDSUVOVF9GVU5EUxANEioKJlBBWU1FTlRfUkVGVVNBTF9DT0RFX1RSQU5TQUNUSU9OX1NUQVRFEA4qtwEKF1BheW1lbnRSZXNlcnZhdGlvblN0YXRlEikKJVBBWU1FTlRfUkVTRVJWQVRJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIiCh5QQVlNRU5UX1JFU0VSVkFUSU9OX1NUQVRFX0hFTEQQARIlCiFQQVlNRU5UX1JFU0VSVkFUSU9OX1NUQVRFX1NFVFRMRUQQAhImCiJQQVlNRU5UX1JFU0VSVkFUSU9OX1NUQVRFX1JFTEVBU0VEEAMykQMKDlBheW1lbnRTZXR0bGVyEmIKD0dldFJlcXVpcmVtZW50cxImLnN2Yy5wYXltZW50LnYxLkdldFJlcXVpcmVtZW50c1JlcXVlc3QaJy5zdmMucGF5bWVudC52MS5HZXRSZXF1aXJlbWVudHNSZXNwb25zZRJcCg1WZXJpZnlQYXltZW50EiQuc3ZjLnBheW1lbnQudjEuVmVyaWZ5UGF5bWVudFJlcXVlc3QaJS5zdmMucGF5bWVudC52MS5WZXJpZnlQYXltZW50UmVzcG9uc2USXAoNU2V0dGxlUGF5bWVudBIkLnN2Yy5wYXltZW50LnYxLlNldHRsZVBheW1lbnRSZXF1ZXN0GiUuc3ZjLnBheW1lbnQudjEuU2V0dGxlUGF5bWVudFJlc3BvbnNlEl8KDlJlbGVhc2VQYXltZW50EiUuc3ZjLnBheW1lbnQudjEuUmVsZWFzZVBheW1lbnRSZXF1ZXN0GiYuc3ZjLnBheW1lbnQudjEuUmVsZWFzZVBheW1lbnRSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_svc_common_v1_chain, file_svc_common_v1_payment_option]);
+  fileDesc("CiRzdmMvcGF5bWVudC92MS9wYXltZW50X3NldHRsZXIucHJvdG8SDnN2Yy5wYXltZW50LnYxIj0KFkdldFJlcXVpcmVtZW50c1JlcXVlc3QSDQoFbW9kZWwYASABKAkSFAoMcmVzb3VyY2VfdXJsGAIgASgJIqEBChdHZXRSZXF1aXJlbWVudHNSZXNwb25zZRIUCgx4NDAyX3ZlcnNpb24YASABKA0SMQoIcmVzb3VyY2UYAiABKAsyHy5zdmMucGF5bWVudC52MS5QYXltZW50UmVzb3VyY2USPQoMcmVxdWlyZW1lbnRzGAMgASgLMicuc3ZjLmNvbW1vbi52MS5QcmVwYWlkRGViaXRSZXF1aXJlbWVudHMiRgoPUGF5bWVudFJlc291cmNlEgsKA3VybBgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIRCgltaW1lX3R5cGUYAyABKAkingEKFFZlcmlmeVBheW1lbnRSZXF1ZXN0EhkKEXBheW1lbnRfc2lnbmF0dXJlGAEgASgJEg0KBW1vZGVsGAIgASgJEhQKDHJlc291cmNlX3VybBgDIAEoCRISCgpyZXF1ZXN0X2lkGAQgASgJEjIKD3Jlc2VydmF0aW9uX3R0bBgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKKAQoVVmVyaWZ5UGF5bWVudFJlc3BvbnNlEjMKCHZlcmlmaWVkGAEgASgLMh8uc3ZjLnBheW1lbnQudjEuVmVyaWZpZWRQYXltZW50SAASMQoHcmVmdXNlZBgCIAEoCzIeLnN2Yy5wYXltZW50LnYxLlBheW1lbnRSZWZ1c2FsSABCCQoHb3V0Y29tZSLGAgoPVmVyaWZpZWRQYXltZW50EhYKDnJlc2VydmF0aW9uX2lkGAEgASgJEiUKBXBheWVyGAIgASgLMhYuc3ZjLmNvbW1vbi52MS5BZGRyZXNzEiUKBW5vbmNlGAMgASgLMhYuc3ZjLmNvbW1vbi52MS5CeXRlczMyEiYKCmFtb3VudF93ZWkYBCABKAsyEi5zdmMuY29tbW9uLnYxLldlaRIqCg5tYXhfYW1vdW50X3dlaRgFIAEoCzISLnN2Yy5jb21tb24udjEuV2VpEiwKCGRlYWRsaW5lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI6ChZyZXNlcnZhdGlvbl9leHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgduZXR3b3JrGAggASgJIsEBCg5QYXltZW50UmVmdXNhbBIwCgRjb2RlGAEgASgOMiIuc3ZjLnBheW1lbnQudjEuUGF5bWVudFJlZnVzYWxDb2RlEg8KB21lc3NhZ2UYAiABKAkSJQoFcGF5ZXIYAyABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSRQoUY3VycmVudF9yZXF1aXJlbWVudHMYBCABKAsyJy5zdmMuY29tbW9uLnYxLlByZXBhaWREZWJpdFJlcXVpcmVtZW50cyK+AQoUU2V0dGxlUGF5bWVudFJlcXVlc3QSFgoOcmVzZXJ2YXRpb25faWQYASABKAkSEgoKc2Vzc2lvbl9pZBgCIAEoCRITCgtwcm9tcHRfd2lyZRgDIAEoDBI0ChhtYXhfZmVlX3Blcl9ibG9iX2dhc193ZWkYBCABKAsyEi5zdmMuY29tbW9uLnYxLldlaRISCgpyZXF1ZXN0X2lkGAUgASgJEhsKE2Fuc3dlcl9hdF9icm9hZGNhc3QYBiABKAgi/wEKFVNldHRsZVBheW1lbnRSZXNwb25zZRI0CgdzZXR0bGVkGAEgASgLMiEuc3ZjLnBheW1lbnQudjEuUGF5bWVudFNldHRsZW1lbnRIABIxCgdyZWZ1c2VkGAIgASgLMh4uc3ZjLnBheW1lbnQudjEuUGF5bWVudFJlZnVzYWxIABI7ChBzZXNzaW9uX3VudXNhYmxlGAMgASgLMh8uc3ZjLnBheW1lbnQudjEuU2Vzc2lvblVudXNhYmxlSAASNQoJYnJvYWRjYXN0GAQgASgLMiAuc3ZjLnBheW1lbnQudjEuUGF5bWVudEJyb2FkY2FzdEgAQgkKB291dGNvbWUiugEKEFBheW1lbnRCcm9hZGNhc3QSDgoGam9iX2lkGAEgASgJEicKB3R4X2hhc2gYAiABKAsyFi5zdmMuY29tbW9uLnYxLkJ5dGVzMzISGgoSc2lnbmVkX3RyYW5zYWN0aW9uGAMgASgMEhYKDmt6Z19jb21taXRtZW50GAQgASgMEhEKCWt6Z19wcm9vZhgFIAEoDBImCgphbW91bnRfd2VpGAYgASgLMhIuc3ZjLmNvbW1vbi52MS5XZWkiIQoPU2Vzc2lvblVudXNhYmxlEg4KBnJlYXNvbhgBIAEoCSL0AQoRUGF5bWVudFNldHRsZW1lbnQSJwoHdHhfaGFzaBgBIAEoCzIWLnN2Yy5jb21tb24udjEuQnl0ZXMzMhIOCgZqb2JfaWQYAiABKAkSJQoFcGF5ZXIYAyABKAsyFi5zdmMuY29tbW9uLnYxLkFkZHJlc3MSJgoKYW1vdW50X3dlaRgEIAEoCzISLnN2Yy5jb21tb24udjEuV2VpEg8KB25ldHdvcmsYBSABKAkSMAoQcHJvbXB0X2Jsb2JfaGFzaBgGIAEoCzIWLnN2Yy5jb21tb24udjEuQnl0ZXMzMhIUCgxibG9ja19udW1iZXIYByABKAQiLwoVUmVsZWFzZVBheW1lbnRSZXF1ZXN0EhYKDnJlc2VydmF0aW9uX2lkGAEgASgJIlAKFlJlbGVhc2VQYXltZW50UmVzcG9uc2USNgoFc3RhdGUYASABKA4yJy5zdmMucGF5bWVudC52MS5QYXltZW50UmVzZXJ2YXRpb25TdGF0ZSqhBQoSUGF5bWVudFJlZnVzYWxDb2RlEiQKIFBBWU1FTlRfUkVGVVNBTF9DT0RFX1VOU1BFQ0lGSUVEEAASKAokUEFZTUVOVF9SRUZVU0FMX0NPREVfSU5WQUxJRF9QQVlMT0FEEAESLQopUEFZTUVOVF9SRUZVU0FMX0NPREVfSU5WQUxJRF9YNDAyX1ZFUlNJT04QAhIrCidQQVlNRU5UX1JFRlVTQUxfQ09ERV9VTlNVUFBPUlRFRF9TQ0hFTUUQAxIoCiRQQVlNRU5UX1JFRlVTQUxfQ09ERV9JTlZBTElEX05FVFdPUksQBBI1CjFQQVlNRU5UX1JFRlVTQUxfQ09ERV9JTlZBTElEX1BBWU1FTlRfUkVRVUlSRU1FTlRTEAUSIAocUEFZTUVOVF9SRUZVU0FMX0NPREVfRVhQSVJFRBAGEi0KKVBBWU1FTlRfUkVGVVNBTF9DT0RFX0ZBQ0lMSVRBVE9SX01JU01BVENIEAcSKwonUEFZTUVOVF9SRUZVU0FMX0NPREVfUkVDSVBJRU5UX01JU01BVENIEAgSMwovUEFZTUVOVF9SRUZVU0FMX0NPREVfRkFDSUxJVEFUT1JfTk9UX0FVVEhPUklaRUQQCRIjCh9QQVlNRU5UX1JFRlVTQUxfQ09ERV9OT05DRV9VU0VEEAoSKgomUEFZTUVOVF9SRUZVU0FMX0NPREVfU0lHTkFUVVJFX0lOVkFMSUQQCxIhCh1QQVlNRU5UX1JFRlVTQUxfQ09ERV9PVkVSX0NBUBAMEisKJ1BBWU1FTlRfUkVGVVNBTF9DT0RFX0lOU1VGRklDSUVOVF9GVU5EUxANEioKJlBBWU1FTlRfUkVGVVNBTF9DT0RFX1RSQU5TQUNUSU9OX1NUQVRFEA4qtwEKF1BheW1lbnRSZXNlcnZhdGlvblN0YXRlEikKJVBBWU1FTlRfUkVTRVJWQVRJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIiCh5QQVlNRU5UX1JFU0VSVkFUSU9OX1NUQVRFX0hFTEQQARIlCiFQQVlNRU5UX1JFU0VSVkFUSU9OX1NUQVRFX1NFVFRMRUQQAhImCiJQQVlNRU5UX1JFU0VSVkFUSU9OX1NUQVRFX1JFTEVBU0VEEAMykQMKDlBheW1lbnRTZXR0bGVyEmIKD0dldFJlcXVpcmVtZW50cxImLnN2Yy5wYXltZW50LnYxLkdldFJlcXVpcmVtZW50c1JlcXVlc3QaJy5zdmMucGF5bWVudC52MS5HZXRSZXF1aXJlbWVudHNSZXNwb25zZRJcCg1WZXJpZnlQYXltZW50EiQuc3ZjLnBheW1lbnQudjEuVmVyaWZ5UGF5bWVudFJlcXVlc3QaJS5zdmMucGF5bWVudC52MS5WZXJpZnlQYXltZW50UmVzcG9uc2USXAoNU2V0dGxlUGF5bWVudBIkLnN2Yy5wYXltZW50LnYxLlNldHRsZVBheW1lbnRSZXF1ZXN0GiUuc3ZjLnBheW1lbnQudjEuU2V0dGxlUGF5bWVudFJlc3BvbnNlEl8KDlJlbGVhc2VQYXltZW50EiUuc3ZjLnBheW1lbnQudjEuUmVsZWFzZVBheW1lbnRSZXF1ZXN0GiYuc3ZjLnBheW1lbnQudjEuUmVsZWFzZVBheW1lbnRSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_svc_common_v1_chain, file_svc_common_v1_payment_option]);
 
 /**
  * Asks for the payment requirements of a call.
@@ -359,6 +359,17 @@ export type SettlePaymentRequest = Message<"svc.payment.v1.SettlePaymentRequest"
    * @generated from field: string request_id = 5;
    */
   requestId: string;
+
+  /**
+   * Answer `broadcast` as soon as the node accepts the settlement transaction, before it is mined, so the
+   * session's worker can start at once (docs/protocol.md, Starting before inclusion). The send goes on
+   * under the reservation's settling lock as without it: asked again with the same reservation, session
+   * and prompt, the settler answers `settled` once it is mined, or the refusal or error it ended in.
+   * Unset, the answer waits for the block.
+   *
+   * @generated from field: bool answer_at_broadcast = 6;
+   */
+  answerAtBroadcast: boolean;
 };
 
 /**
@@ -404,6 +415,15 @@ export type SettlePaymentResponse = Message<"svc.payment.v1.SettlePaymentRespons
      */
     value: SessionUnusable;
     case: "sessionUnusable";
+  } | {
+    /**
+     * The settlement is broadcast and not mined yet (asked with `answer_at_broadcast` only): the payment
+     * stays held while it is under way.
+     *
+     * @generated from field: svc.payment.v1.PaymentBroadcast broadcast = 4;
+     */
+    value: PaymentBroadcast;
+    case: "broadcast";
   } | { case: undefined; value?: undefined };
 };
 
@@ -413,6 +433,67 @@ export type SettlePaymentResponse = Message<"svc.payment.v1.SettlePaymentRespons
  */
 export const SettlePaymentResponseSchema: GenMessage<SettlePaymentResponse> = /*@__PURE__*/
   messageDesc(file_svc_payment_v1_payment_settler, 8);
+
+/**
+ * A settlement the node accepted, not mined yet: what the session's worker is handed to answer the job
+ * before inclusion (docs/protocol.md, Starting before inclusion). The blob itself is the request's
+ * `prompt_wire` in the blob format (docs/protocol.md, Blob format).
+ *
+ * @generated from message svc.payment.v1.PaymentBroadcast
+ */
+export type PaymentBroadcast = Message<"svc.payment.v1.PaymentBroadcast"> & {
+  /**
+   * The job the settlement submits (a uint256 as a decimal string), `session_id << 32 | sequence`.
+   *
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * The settlement transaction as first broadcast; a fee bump replaces it with the same job and blob, so
+   * the one mined may have another hash (`settled` names it).
+   *
+   * @generated from field: svc.common.v1.Bytes32 tx_hash = 2;
+   */
+  txHash?: Bytes32 | undefined;
+
+  /**
+   * The signed type-3 transaction without its blob sidecar (EIP-2718 form: what its hash and signature
+   * cover), calling `submitJobWithDebit`.
+   *
+   * @generated from field: bytes signed_transaction = 3;
+   */
+  signedTransaction: Uint8Array;
+
+  /**
+   * The prompt blob's KZG commitment, 48 bytes; the transaction's one versioned hash is made of it.
+   *
+   * @generated from field: bytes kzg_commitment = 4;
+   */
+  kzgCommitment: Uint8Array;
+
+  /**
+   * The KZG proof that the blob matches the commitment, 48 bytes.
+   *
+   * @generated from field: bytes kzg_proof = 5;
+   */
+  kzgProof: Uint8Array;
+
+  /**
+   * The amount the settlement debits when it lands: the job fee the payment was verified for (a fee
+   * changed on chain meanwhile is what `settled` then reports).
+   *
+   * @generated from field: svc.common.v1.Wei amount_wei = 6;
+   */
+  amountWei?: Wei | undefined;
+};
+
+/**
+ * Describes the message svc.payment.v1.PaymentBroadcast.
+ * Use `create(PaymentBroadcastSchema)` to create a new message.
+ */
+export const PaymentBroadcastSchema: GenMessage<PaymentBroadcast> = /*@__PURE__*/
+  messageDesc(file_svc_payment_v1_payment_settler, 9);
 
 /**
  * A session that could not take the job, and why.
@@ -433,7 +514,7 @@ export type SessionUnusable = Message<"svc.payment.v1.SessionUnusable"> & {
  * Use `create(SessionUnusableSchema)` to create a new message.
  */
 export const SessionUnusableSchema: GenMessage<SessionUnusable> = /*@__PURE__*/
-  messageDesc(file_svc_payment_v1_payment_settler, 9);
+  messageDesc(file_svc_payment_v1_payment_settler, 10);
 
 /**
  * A landed settlement: the `PAYMENT-RESPONSE` and the job it submitted.
@@ -496,7 +577,7 @@ export type PaymentSettlement = Message<"svc.payment.v1.PaymentSettlement"> & {
  * Use `create(PaymentSettlementSchema)` to create a new message.
  */
 export const PaymentSettlementSchema: GenMessage<PaymentSettlement> = /*@__PURE__*/
-  messageDesc(file_svc_payment_v1_payment_settler, 10);
+  messageDesc(file_svc_payment_v1_payment_settler, 11);
 
 /**
  * Frees a nonce reservation.
@@ -517,7 +598,7 @@ export type ReleasePaymentRequest = Message<"svc.payment.v1.ReleasePaymentReques
  * Use `create(ReleasePaymentRequestSchema)` to create a new message.
  */
 export const ReleasePaymentRequestSchema: GenMessage<ReleasePaymentRequest> = /*@__PURE__*/
-  messageDesc(file_svc_payment_v1_payment_settler, 11);
+  messageDesc(file_svc_payment_v1_payment_settler, 12);
 
 /**
  * The reservation's state after the release.
@@ -538,7 +619,7 @@ export type ReleasePaymentResponse = Message<"svc.payment.v1.ReleasePaymentRespo
  * Use `create(ReleasePaymentResponseSchema)` to create a new message.
  */
 export const ReleasePaymentResponseSchema: GenMessage<ReleasePaymentResponse> = /*@__PURE__*/
-  messageDesc(file_svc_payment_v1_payment_settler, 12);
+  messageDesc(file_svc_payment_v1_payment_settler, 13);
 
 /**
  * The refusals of a per-call payment, in the protocol's check order; each names its public code and status.
@@ -730,12 +811,14 @@ export const PaymentSettler: GenService<{
     output: typeof VerifyPaymentResponseSchema;
   },
   /**
-   * Sends the settlement transaction carrying the prompt blob and returns once it is mined. Idempotent by
-   * reservation: a repeat returns the first settlement, and a transaction that did land is never a failure:
-   * a send that fails is looked up on chain (the payment's nonce, then its `DebitSettled` log) before an
-   * UNAVAILABLE `unexpected_settle_error` is answered. A transaction that was broadcast keeps the payment
-   * held (it may still be mined); asked again with the same session and prompt, the settler finds it.
-   * One settlement of a reservation runs at a time: a concurrent one is UNAVAILABLE `unexpected_settle_error`.
+   * Sends the settlement transaction carrying the prompt blob and returns once it is mined, or, asked with
+   * `answer_at_broadcast`, once the node accepted it (`broadcast`; the send goes on, and asking again finds
+   * how it ended). Idempotent by reservation: a repeat returns the first settlement, and a transaction
+   * that did land is never a failure: a send that fails is looked up on chain (the payment's nonce, then
+   * its `DebitSettled` log) before an UNAVAILABLE `unexpected_settle_error` is answered. A transaction that
+   * was broadcast keeps the payment held (it may still be mined); asked again with the same session and
+   * prompt, the settler finds it. One settlement of a reservation runs at a time: a concurrent one (a
+   * broadcast one not mined yet, too) is UNAVAILABLE `unexpected_settle_error`.
    * Errors: UNAVAILABLE `blob_fee_too_high` when the blob fee is above the given maximum.
    *
    * @generated from rpc svc.payment.v1.PaymentSettler.SettlePayment
