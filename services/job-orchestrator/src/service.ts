@@ -29,6 +29,7 @@ import { JobKeeper } from './keeper/job-keeper.js';
 import { TrackedJobs } from './keeper/tracked-jobs.js';
 import { HandedOverJobs } from './link/handed-over-jobs.js';
 import { SessionWarmer } from './sessions/session-warmer.js';
+import { UnconfirmedFees } from './completions/payment-paths/unconfirmed-fees.js';
 import { RegistryJobAttempts } from './link/job-attempts.js';
 import { RegistryWorkerAdmission } from './link/worker-admission.js';
 import { WorkerLinkServer } from './link/worker-link-server.js';
@@ -248,6 +249,7 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
       settlementOutcomeWaitMs: config.SETTLEMENT_OUTCOME_WAIT,
       replyKeys: new ReplyKeyEscrow(store, getBytes(principal.privateKey)),
       pending,
+      unconfirmed: new UnconfirmedFees(store),
       reverts: new SubmissionReverts(store, {
         limit: config.SUBMISSION_REVERT_LIMIT,
         windowMs: config.SUBMISSION_REVERT_WINDOW,

@@ -2,6 +2,7 @@ import { createECDH } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
 import { ContractRevertError, JobState, TransactionRevertedError, blobSidecarOf } from '@svc/chain';
 import { AppError, createLogger, MemoryStore } from '@svc/platform';
+import { jobRegistryInterface } from '@svc/contracts';
 import { JobLifecycleKind } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
 import type { AttemptOutcome, AttemptToRelay } from '../../src/completions/answer-relay.js';
 import { ReplyKeyEscrow } from '../../src/completions/reply-key-escrow.js';
@@ -14,6 +15,7 @@ import {
 import { DelegatePath } from '../../src/completions/payment-paths/delegate-path.js';
 import { PerCallPath } from '../../src/completions/payment-paths/per-call-path.js';
 import { SubmissionReverts } from '../../src/completions/payment-paths/submission-reverts.js';
+import { UnconfirmedFees } from '../../src/completions/payment-paths/unconfirmed-fees.js';
 import { SubmissionOutcomeUnknownError } from '../../src/chain/service-chain.js';
 import type { SettlementOutcome } from '../../src/completions/per-call-settlement.js';
 import type { CallIdentity, LifecycleStep } from '../../src/events/lifecycle-events.js';
@@ -47,6 +49,8 @@ class Fakes {
     jobRegistry: '0x00000000000000000000000000000000000000dd',
     reads: {
       delegatePosition: async () => ({ authorized: true, balance: 10n ** 18n, allowance: 10n ** 18n }),
+      // What a refusal's `accepts` entry encodes its `depositAndAuthorize` with.
+      jobRegistry: { interface: jobRegistryInterface },
       parameters: async () => ({ maxAttempts: 2 }),
       getJob: async () => ({ state: JobState.Failed, fee: FEE }),
     },
@@ -177,6 +181,8 @@ class Fakes {
 
   /** Wallets whose submissions reverted, when a test counts them. */
   reverts: SubmissionReverts | undefined;
+  /** The wallets' fees of submissions not yet mined (shared by the calls of one test). */
+  unconfirmed = new UnconfirmedFees(new MemoryStore());
 
   delegateCall(stream = true): CompletionCall {
     const terms = { wallet: WALLET, keyId: 'key-1', reservationId: 'res-1', maxFeeWei: 10n };
@@ -187,6 +193,7 @@ class Fakes {
         expect: async (hash: string, call: CallIdentity) => void this.expected.push({ hash, call }),
       },
       ...(this.reverts ? { reverts: this.reverts } : {}),
+      unconfirmed: this.unconfirmed,
     };
     return this.#call(new DelegatePath(deps, terms, this.#ids()), stream);
   }
@@ -658,3 +665,45 @@ describe('the completion runner (fakes)', () => {
     await store.close();
   });
 });
+
+describe('fees of submissions not yet mined (fakes)', () => {
+  it('a wallet whose balance covers one job has one call in flight: the next is refused until the first lands', async () => {
+    const fakes = new Fakes();
+    fakes.chain.reads.delegatePosition = async () => ({
+      authorized: true,
+      balance: FEE,
+      allowance: 10n * FEE,
+    });
+    let land!: () => void;
+    const landing = new Promise<void>((resolve) => (land = resolve));
+    fakes.chain.submitJobFor = async () => {
+      fakes.sent.push('submitJobFor');
+      const tx = { hash: txHash(1), blockNumber: 1, events: [] };
+      const landed = landing.then(() => ({ jobId: 1n, fee: FEE, tx }));
+      return { jobId: 1n, hash: txHash(1), blob: blobSidecarOf(new Uint8Array([1])), landed };
+    };
+    // The first call's job is answered before it lands (the worker started before inclusion).
+    fakes.attempts = [{ outcome: signed('answer') }, { outcome: committed('answer') }];
+    const first = run(fakes, fakes.delegateCall());
+    await waitUntilSent(fakes, 1);
+    // The chain still shows the whole balance: only the held fee says it is spoken for.
+    const [refused] = await run(fakes, fakes.delegateCall());
+    expect(refused).toMatchObject({
+      case: 'failed',
+      jobSubmitted: false,
+      error: { code: 'insufficient_balance' },
+    });
+    expect(fakes.sent).toEqual(['submitJobFor']);
+    land();
+    expect((await first).at(-1)).toMatchObject({ case: 'completed' });
+    // Landed: the chain's balance tells from now on, and the hold is gone.
+    expect(await fakes.unconfirmed.hold(WALLET, 0n).then((held) => held.total)).toBe(0n);
+  });
+});
+
+async function waitUntilSent(fakes: Fakes, count: number): Promise<void> {
+  for (let tries = 0; fakes.sent.length < count; tries++) {
+    if (tries > 200) throw new Error('never submitted');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}

@@ -16,6 +16,7 @@ import {
   DelegatePath,
   type DelegatePathDependencies,
 } from '../../src/completions/payment-paths/delegate-path.js';
+import { UnconfirmedFees } from '../../src/completions/payment-paths/unconfirmed-fees.js';
 import { LIFECYCLE_OUTBOX, LifecyclePublisher } from '../../src/events/lifecycle-events.js';
 import { JobOrchestratorMetrics } from '../../src/observability/job-orchestrator-metrics.js';
 import { stopCompletions } from '../../src/service.js';
@@ -94,6 +95,7 @@ function runnerWith(
       acknowledgeFinal: async () => undefined,
     },
     handovers: { record: async () => undefined },
+    unconfirmed: new UnconfirmedFees(store),
     jobs: {
       track: async () => undefined,
       holdRun: async () => ({ end: async () => undefined }),

@@ -12,7 +12,7 @@ import {
 import type { PendingSubmissions } from '../../keeper/pending-submissions.js';
 import type { CallIdentity } from '../../events/lifecycle-events.js';
 import type { ConfiguredModel } from '../model-catalogue.js';
-import { delegatePaymentRefusal, delegateRefusalOf } from './delegate-refusal.js';
+import { delegatePaymentRefusal, delegateRefusalOf, type DelegatePosition } from './delegate-refusal.js';
 import {
   NotSubmitted,
   SubmissionReverted,
@@ -22,6 +22,7 @@ import {
 } from './payment-path.js';
 import { invalidRequest, isAddress, isWei } from './request-fields.js';
 import type { SubmissionReverts } from './submission-reverts.js';
+import type { HeldFee, UnconfirmedFees } from './unconfirmed-fees.js';
 
 /** Reverts that say a pooled session cannot take a job: another session is tried. */
 const STALE_SESSION_REVERTS = new Set([
@@ -39,6 +40,8 @@ export interface DelegatePathDependencies {
   readonly reverts?: Pick<SubmissionReverts, 'record' | 'refuseIfBarred'>;
   /** Where a submission with no known outcome is left for the keeper to adopt if it lands. */
   readonly pending?: Pick<PendingSubmissions, 'expect'>;
+  /** The wallets' fees of submissions not yet mined, counted against their balance and allowance. */
+  readonly unconfirmed: Pick<UnconfirmedFees, 'hold'>;
 }
 
 /** The request's delegate payment, as the gateway reserved it against the key's spend cap. */
@@ -59,6 +62,8 @@ export class DelegatePath implements PaymentPath {
   readonly identity: CallIdentity;
   /** The model's fee the call was checked against: what the job is charged once it lands. */
   #fee: bigint | undefined;
+  /** The wallet's position on chain when the call was checked. */
+  #position: DelegatePosition | undefined;
 
   constructor(
     private readonly deps: DelegatePathDependencies,
@@ -99,32 +104,61 @@ export class DelegatePath implements PaymentPath {
     const { wallet, maxFeeWei } = this.terms;
     await this.deps.reverts?.refuseIfBarred(wallet);
     const position = await chain.reads.delegatePosition(wallet, chain.principal);
-    const refusal = delegateRefusalOf(position, model.fee);
-    if (refusal) {
-      const context = {
-        chainId,
-        jobRegistry: chain.jobRegistry,
-        delegate: chain.principal,
-        chain: chain.reads,
-      };
-      throw delegatePaymentRefusal(refusal, context, wallet, position, model.fee);
-    }
+    this.#refuseUnlessPayable(position, model.fee);
     if (maxFeeWei < model.fee)
       throw new AppError('job_failed', {
         message: `The fee of ${model.name} rose to ${model.fee} wei while the call was prepared; send it again.`,
       });
     this.#fee = model.fee;
+    this.#position = position;
+  }
+
+  #refuseUnlessPayable(position: DelegatePosition, fee: bigint): void {
+    const { chain, chainId } = this.deps;
+    const refusal = delegateRefusalOf(position, fee);
+    if (!refusal) return;
+    const context = {
+      chainId,
+      jobRegistry: chain.jobRegistry,
+      delegate: chain.principal,
+      chain: chain.reads,
+    };
+    throw delegatePaymentRefusal(refusal, context, this.terms.wallet, position, fee);
+  }
+
+  /**
+   * Holds the fee against the wallet's submissions not yet mined, refusing the call when the balance or
+   * allowance read on chain does not also cover those (they show on chain only once mined).
+   */
+  async #holdFee(fee: bigint): Promise<HeldFee> {
+    const held = await this.deps.unconfirmed.hold(this.terms.wallet, fee);
+    const others = held.total - fee;
+    const position = this.#position!;
+    try {
+      this.#refuseUnlessPayable(
+        { ...position, balance: position.balance - others, allowance: position.allowance - others },
+        fee,
+      );
+    } catch (error) {
+      await held.release();
+      throw error instanceof AppError ? new NotSubmitted(error) : error;
+    }
+    return held;
   }
 
   async submit(sessionId: bigint, promptWire: Uint8Array): Promise<Submission> {
     const { wallet, maxFeeWei } = this.terms;
+    const held = await this.#holdFee(this.#fee ?? maxFeeWei);
     let broadcast;
     try {
       broadcast = await this.deps.chain.submitJobFor(wallet, sessionId, maxFeeWei, promptWire);
     } catch (error) {
+      await held.release();
       if (STALE_SESSION_REVERTS.has(revertOf(error)?.name ?? '')) return 'session_unusable';
       throw await this.#submissionError(error);
     }
+    // Mined or not landing, the chain's balance and allowance tell from then on.
+    void broadcast.landed.then(held.release, held.release).catch(() => undefined);
     const { jobId, hash, signedTransaction, blob } = broadcast;
     const landed = broadcast.landed.then(
       ({ jobId: landedId, fee, tx }) => ({
