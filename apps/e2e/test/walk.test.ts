@@ -138,6 +138,20 @@ async function refusalOf(call: PromiseLike<unknown>): Promise<ApiError> {
 
 const statusOf = async (call: PromiseLike<unknown>) => (await refusalOf(call)).status;
 
+/**
+ * The job of an answer, once its submission is mined: the answer may come before it (the worker starts
+ * before inclusion, docs/protocol.md), and the chain's record and balances only show a mined job.
+ */
+async function minedJob(
+  provider: JsonRpcProvider,
+  registry: ReturnType<typeof connectJobRegistry>,
+  service: { job_id: string; tx_hash: string },
+) {
+  const receipt = await provider.waitForTransaction(service.tx_hash, 1, 60_000);
+  expect(receipt?.status).toBe(1);
+  return registry.getJob(BigInt(service.job_id));
+}
+
 const models = (apiKey: string) =>
   fetch(`${base}/v1/models`, { headers: { authorization: `Bearer ${apiKey}` } });
 
@@ -337,7 +351,7 @@ describe('the API walked by a user: a wallet, the openai client, per-call paymen
     const answer = await ask();
     expect(answer.choices[0]!.message.content).toMatch(echo('hi'));
     const service = (answer as unknown as { service: ServiceObject }).service;
-    const job = await registry.getJob(BigInt(service.job_id));
+    const job = await minedJob(provider, registry, service);
     expect(job.payer).toBe(payer.address);
     expect(job.delegate).toBe(stackFile.delegate);
     expect(job.fee).toBe(fee);
@@ -357,7 +371,9 @@ describe('the API walked by a user: a wallet, the openai client, per-call paymen
       await payer.sendTransaction({ to: topUp.transaction.to, data: topUp.transaction.data, value })
     ).wait();
     expect(await balances(payer.address)).toEqual({ prepaid: left + value, allowance: left + value });
-    expect((await ask()).choices[0]!.message.content).toMatch(echo('hi'));
+    const toppedUp = await ask();
+    expect(toppedUp.choices[0]!.message.content).toMatch(echo('hi'));
+    await minedJob(provider, registry, (toppedUp as unknown as { service: ServiceObject }).service);
     expect(await balances(payer.address)).toEqual({
       prepaid: left + value - fee,
       allowance: left + value - fee,
@@ -528,8 +544,8 @@ describe('the API walked by a user: a wallet, the openai client, per-call paymen
       payer: wallet.address,
       amount: fee.toString(),
     });
+    const job = await minedJob(provider, registry, answer.service);
     expect(before - (await registry.prepaidBalanceOf(wallet.address))).toBe(fee);
-    const job = await registry.getJob(BigInt(answer.service.job_id));
     expect(job.payer).toBe(wallet.address);
     expect((await provider.getTransactionReceipt(answer.service.tx_hash))?.status).toBe(1);
 
@@ -583,6 +599,7 @@ describe('the API walked by a user: a wallet, the openai client, per-call paymen
       echo('stream per call'),
     );
     expect(chunks.at(-1)!.service).toEqual(service);
+    await minedJob(provider, registry, service);
     expect(before - (await registry.prepaidBalanceOf(wallet.address))).toBe(fee);
 
     // Two payments of one payer at once, with a limit of one in flight: exactly one is refused, unpaid.
@@ -600,6 +617,8 @@ describe('the API walked by a user: a wallet, the openai client, per-call paymen
       'concurrency_limit_exceeded',
     );
     expect(refused.headers.get('retry-after')).toMatch(/^[0-9]+$/);
+    const served = answers.find((answer) => answer.status === 200)!;
+    await minedJob(provider, registry, JSON.parse(served.headers.get('x-service')!) as ServiceObject);
     expect(before - (await registry.prepaidBalanceOf(wallet.address))).toBe(2n * fee);
   }, 60_000);
 
@@ -630,6 +649,7 @@ describe('the API walked by a user: a wallet, the openai client, per-call paymen
     expect(service.dropped_messages).toBeGreaterThanOrEqual(2);
     expect(service.dropped_messages).toBeLessThanOrEqual(3);
     expect(JSON.parse(long.response.headers.get('x-service')!)).toEqual(service);
+    await minedJob(provider, registry, service);
     expect((await balances(payer.address)).prepaid).toBe(before.prepaid - fee);
 
     // A short conversation drops nothing, and says so by leaving the field out.
@@ -638,6 +658,7 @@ describe('the API walked by a user: a wallet, the openai client, per-call paymen
       messages: [...history.slice(0, 2), { role: 'user', content: 'short' }],
     });
     expect((short as unknown as { service: ServiceObject }).service).not.toHaveProperty('dropped_messages');
+    await minedJob(provider, registry, (short as unknown as { service: ServiceObject }).service);
 
     // The last turn alone does not fit: refused before any job, nothing charged.
     const charged = await balances(payer.address);
@@ -799,7 +820,7 @@ describe('the svc command, as the start-up summary tells a newcomer to use it', 
     expect(chat.stdout).toMatch(/^You said: Hello \[conversation [0-9a-f]{16}\]\nservice \{/);
     const service = JSON.parse(chat.stdout.slice(chat.stdout.indexOf('{'))) as ServiceObject;
     expect(service).toMatchObject({ job_id: expect.any(String), tx_hash: expect.stringMatching(/^0x/) });
-    const job = await registry.getJob(BigInt(service.job_id));
+    const job = await minedJob(provider, registry, service);
     expect(job.payer).toBe(demo.address);
 
     // Pay per call: the call goes without the key, paid from the same prepaid balance.
@@ -812,7 +833,7 @@ describe('the svc command, as the start-up summary tells a newcomer to use it', 
       payer: demo.address,
       transaction: answer.service.tx_hash,
     });
-    const paidJob = await registry.getJob(BigInt(answer.service.job_id));
+    const paidJob = await minedJob(provider, registry, answer.service);
     expect(paidJob.payer).toBe(demo.address);
     expect(before - (await registry.prepaidBalanceOf(demo.address))).toBe(
       job.fee + BigInt(answer.payment.amount!),
