@@ -50,7 +50,7 @@ export class AnswerFrameIntake {
   async accept(worker: string, frame: AnswerFrame): Promise<IntakeVerdict> {
     const jobId = parseJobId(frame.value.jobId);
     if (jobId === undefined || isMalformed(frame)) return rejected(FrameRejectionReason.MALFORMED);
-    const current = await this.#attempts.currentAttempt(jobId);
+    const current = await this.#attempts.attemptFor(jobId, worker, frame.value.attempt);
     if (!current) return rejected(FrameRejectionReason.UNKNOWN_JOB);
     if (current.worker.toLowerCase() !== worker.toLowerCase())
       return rejected(FrameRejectionReason.NOT_CURRENT_WORKER);

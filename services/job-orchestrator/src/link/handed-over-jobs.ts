@@ -35,6 +35,23 @@ export class HandedOverJobs implements JobAttempts {
   async currentAttempt(jobId: bigint): Promise<CurrentAttempt | undefined> {
     const current = await this.onChain.currentAttempt(jobId);
     if (current) return current;
+    return this.#handedOver(jobId);
+  }
+
+  /**
+   * Whether `worker` may send frames of `attempt` now, without a chain read when the job was handed to it
+   * (its first attempt's frames, the ones that stream before and just after inclusion): a read per frame
+   * would put a round trip to the node on every delta's way. Any other frame asks the chain.
+   */
+  async attemptFor(jobId: bigint, worker: string, attempt: number): Promise<CurrentAttempt | undefined> {
+    if (attempt === 1) {
+      const handedOver = await this.#handedOver(jobId);
+      if (handedOver?.worker.toLowerCase() === worker.toLowerCase()) return handedOver;
+    }
+    return this.currentAttempt(jobId);
+  }
+
+  async #handedOver(jobId: bigint): Promise<CurrentAttempt | undefined> {
     const recorded = await this.values.get(handoverKey(jobId));
     if (!recorded) return undefined;
     const { worker, sessionId } = JSON.parse(recorded) as { worker: string; sessionId: string };

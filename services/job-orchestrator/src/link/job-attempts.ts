@@ -10,6 +10,11 @@ export interface CurrentAttempt {
 export interface JobAttempts {
   /** undefined when the job is not on chain (not submitted, or not seen yet). */
   currentAttempt(jobId: bigint): Promise<CurrentAttempt | undefined>;
+  /**
+   * The attempt `worker`'s frame of `attempt` is judged against: the current one, unless the source knows
+   * better without asking the chain (a job handed to this worker before inclusion, `HandedOverJobs`).
+   */
+  attemptFor(jobId: bigint, worker: string, attempt: number): Promise<CurrentAttempt | undefined>;
 }
 
 /** JobRegistry's `getJob`, read per frame check (a reassignment must be seen at once, so no cache). */
@@ -25,5 +30,9 @@ export class RegistryJobAttempts implements JobAttempts {
     // An unknown id reads as the zero record: attempt 0.
     if (job.attempt === 0) return undefined;
     return { worker: job.worker, attempt: job.attempt, sessionId: job.sessionId };
+  }
+
+  attemptFor(jobId: bigint): Promise<CurrentAttempt | undefined> {
+    return this.currentAttempt(jobId);
   }
 }
