@@ -278,6 +278,24 @@ export interface RevocationMarkers {
   hitByMarker(id: string, windows: MarkerHitWindows): Promise<MarkerHitOutcome>;
 }
 
+/**
+ * Messages to whoever listens now, on any replica: nothing is kept, a message nobody hears is gone (a hint
+ * to a worker whose link another replica holds, never the only copy of a fact).
+ */
+export interface Channels {
+  /** Delivers `payload` to every current subscriber of `channel` (on every replica), at most once each. */
+  publish(channel: string, payload: Uint8Array): Promise<void>;
+  /**
+   * Calls `onMessage` with each payload published on `channel` from when the returned promise resolves
+   * until the returned unsubscribe function is called (and awaited). Messages arrive in the order published
+   * by one publisher. A connection lost and regained loses what was published meanwhile (nothing is kept).
+   * `onMessage` runs outside the publisher's call and should not throw: an error it throws is rethrown on
+   * its own (an uncaught exception, as from an event listener), and other subscribers still get the message.
+   * The unsubscribe function never rejects, and may be called more than once, or after `close()`.
+   */
+  subscribe(channel: string, onMessage: (payload: Uint8Array) => void): Promise<() => Promise<void>>;
+}
+
 export interface Store {
   readonly rateWindows: RateWindows;
   readonly concurrency: ConcurrencyLeases;
@@ -290,8 +308,12 @@ export interface Store {
   readonly presence: Presence;
   readonly nonces: NonceAllocator;
   readonly revocations: RevocationMarkers;
+  readonly channels: Channels;
   /** Resolves when the store answers; rejects with a StoreError otherwise (health checks). */
   ping(): Promise<void>;
-  /** Releases connections; pending blocking reads and later calls reject with StoreClosedError. */
+  /**
+   * Releases connections and drops every subscription; pending blocking reads and subscribes, and later
+   * calls, reject with StoreClosedError.
+   */
   close(): Promise<void>;
 }

@@ -199,6 +199,70 @@ describe('RedisStore on a real Redis', () => {
     await handed.quit();
   });
 
+  /** Subscribers of each channel on the server (PUBSUB NUMSUB). */
+  async function subscribersOf(...channels: string[]): Promise<number[]> {
+    const reply = (await admin.call('PUBSUB', 'NUMSUB', ...channels)) as Array<string | number>;
+    return channels.map((_, index) => Number(reply[index * 2 + 1]));
+  }
+
+  /** Ids of the server's subscriber connections (CLIENT LIST TYPE pubsub). */
+  async function pubsubClientIds(): Promise<Set<string>> {
+    const list = String(await admin.call('CLIENT', 'LIST', 'TYPE', 'pubsub'));
+    return new Set([...list.matchAll(/^id=(\d+) /gm)].map((match) => match[1] as string));
+  }
+
+  async function until(condition: () => Promise<boolean>, what: string): Promise<void> {
+    const deadline = Date.now() + 5_000;
+    while (!(await condition())) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  it('subscribes on one connection of its own, once per channel, under its namespace, until the last listener goes', async () => {
+    const subscribing = new RedisStore({ redis: REDIS_URL, namespace: `${NAMESPACE}:own` });
+    const [one, two] = [`ch-${randomUUID()}`, `ch-${randomUUID()}`];
+    const [oneName, twoName] = [subscribing.keyspace.channel(one), subscribing.keyspace.channel(two)];
+    expect(oneName).toBe(`${NAMESPACE}:own:channel:${one}`);
+    const before = await pubsubClientIds();
+    const unsubscribes = await Promise.all([
+      subscribing.channels.subscribe(one, () => undefined),
+      subscribing.channels.subscribe(one, () => undefined),
+      subscribing.channels.subscribe(two, () => undefined),
+    ]);
+    const added = [...(await pubsubClientIds())].filter((id) => !before.has(id));
+    expect(added).toHaveLength(1);
+    expect(await subscribersOf(oneName, twoName)).toEqual([1, 1]);
+    await unsubscribes[0]!();
+    expect(await subscribersOf(oneName, twoName)).toEqual([1, 1]);
+    await unsubscribes[1]!();
+    await unsubscribes[2]!();
+    expect(await subscribersOf(oneName, twoName)).toEqual([0, 0]);
+    await subscribing.close();
+  });
+
+  it('subscribes again after its subscriber connection was lost, and delivers what is published then', async () => {
+    const subscribing = new RedisStore({ redis: REDIS_URL, namespace: `${NAMESPACE}:own` });
+    const channel = `ch-${randomUUID()}`;
+    const received: string[] = [];
+    const before = await pubsubClientIds();
+    const unsubscribe = await subscribing.channels.subscribe(channel, (payload) =>
+      received.push(Buffer.from(payload).toString()),
+    );
+    const [connection] = [...(await pubsubClientIds())].filter((id) => !before.has(id));
+    await admin.call('CLIENT', 'KILL', 'ID', connection!);
+    const name = subscribing.keyspace.channel(channel);
+    await until(
+      async () => (await subscribersOf(name))[0] === 1 && !(await pubsubClientIds()).has(connection!),
+      'resubscribed',
+    );
+    await store.channels.publish(channel, new TextEncoder().encode('after reconnect'));
+    await until(async () => received.length > 0, 'the message arrived');
+    expect(received).toEqual(['after reconnect']);
+    await unsubscribe();
+    await subscribing.close();
+  });
+
   it('reloads its scripts after the server forgot them', async () => {
     await store.rateWindows.hit('after-flush', 5, 60_000);
     await admin.script('FLUSH');
@@ -223,6 +287,8 @@ describe('RedisStore on a real Redis', () => {
     const down = new RedisStore({ redis: unreachable, namespace: `${NAMESPACE}:down` });
     await expect(down.ping()).rejects.toThrow(StoreUnavailableError);
     await expect(down.nonces.allocate('0xsender', 0)).rejects.toThrow(StoreUnavailableError);
+    await expect(down.channels.publish('hints', new Uint8Array([1]))).rejects.toThrow(StoreUnavailableError);
+    await expect(down.channels.subscribe('hints', () => undefined)).rejects.toThrow(StoreUnavailableError);
     await down.close();
     unreachable.disconnect();
   });

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe } from '@jest/globals';
+import { channelsContract } from './contract/channels.contract.js';
 import { concurrencyLeasesContract } from './contract/concurrency-leases.contract.js';
 import { countersContract } from './contract/counters.contract.js';
 import { exclusiveLocksContract } from './contract/exclusive-locks.contract.js';
@@ -42,6 +43,7 @@ export function describeStoreContract(name: string, setup: StoreContractSetup): 
     presenceContract(use);
     noncesContract(use);
     revocationsContract(use);
+    channelsContract(use);
     lifecycleContract(use);
   });
 }

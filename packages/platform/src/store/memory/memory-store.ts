@@ -1,5 +1,6 @@
 import type { EpochMs, Store } from '../store.js';
 import { requirePositiveInteger } from '../validation.js';
+import { MemoryChannels } from './channels.js';
 import { MemoryConcurrencyLeases } from './concurrency-leases.js';
 import { MemoryCounters } from './counters.js';
 import { MemoryExclusiveLocks } from './exclusive-locks.js';
@@ -39,6 +40,7 @@ export class MemoryStore implements Store {
   readonly presence: MemoryPresence;
   readonly nonces: MemoryNonceAllocator;
   readonly revocations: MemoryRevocationMarkers;
+  readonly channels: MemoryChannels;
 
   readonly #lifecycle: MemoryLifecycle;
   readonly #sweepTimer: NodeJS.Timeout;
@@ -58,6 +60,7 @@ export class MemoryStore implements Store {
     this.presence = new MemoryPresence(this.#lifecycle);
     this.nonces = new MemoryNonceAllocator(this.#lifecycle);
     this.revocations = new MemoryRevocationMarkers(this.#lifecycle, this.rateWindows);
+    this.channels = new MemoryChannels(this.#lifecycle);
     this.#sweepTimer = setInterval(() => this.sweep(), sweepIntervalMs);
     // Housekeeping must not keep a process alive that has nothing else to do.
     this.#sweepTimer.unref();
@@ -84,5 +87,6 @@ export class MemoryStore implements Store {
     this.#lifecycle.close();
     clearInterval(this.#sweepTimer);
     this.frames.close();
+    this.channels.close();
   }
 }

@@ -84,6 +84,16 @@ export class RedisKeyspace {
     return `${this.namespace}:nonce:${account}`;
   }
 
+  /** A pub/sub channel, not a key: named like one so namespaces keep their messages apart. */
+  channel(channel: string): string {
+    return `${this.namespace}:channel:${channel}`;
+  }
+
+  /** One store's own channel of subscription markers (see RedisChannels). */
+  channelMarkers(storeId: string): string {
+    return `${this.namespace}:channel-marker:${storeId}`;
+  }
+
   /** Set when `id` is revoked: a key per id, so markers spread over a cluster's slots. */
   revocationMarker(id: string): string {
     return `${this.namespace}:revoked:{${id}}`;

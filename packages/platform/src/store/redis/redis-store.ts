@@ -1,4 +1,5 @@
 import type {
+  Channels,
   ConcurrencyLeases,
   Counters,
   ExclusiveLocks,
@@ -14,6 +15,7 @@ import type {
 } from '../store.js';
 import { requireKey, requirePositiveInteger } from '../validation.js';
 import { BlockingConnectionPool } from './blocking-connections.js';
+import { RedisChannels } from './channels.js';
 import { RedisConcurrencyLeases } from './concurrency-leases.js';
 import { RedisCounters } from './counters.js';
 import { RedisExclusiveLocks } from './exclusive-locks.js';
@@ -76,11 +78,13 @@ export class RedisStore implements Store {
   readonly presence: Presence;
   readonly nonces: NonceAllocator;
   readonly revocations: RevocationMarkers;
+  readonly channels: Channels;
   readonly keyspace: RedisKeyspace;
 
   readonly #redis: RedisCommandRunner;
   readonly #ownsClient: boolean;
   readonly #blockingConnections: BlockingConnectionPool;
+  readonly #channels: RedisChannels;
 
   constructor(options: RedisStoreOptions) {
     requireKey('namespace', options.namespace);
@@ -109,6 +113,8 @@ export class RedisStore implements Store {
     this.presence = new RedisPresence(this.#redis, this.keyspace);
     this.nonces = new RedisNonceAllocator(this.#redis, this.keyspace);
     this.revocations = new RedisRevocationMarkers(this.#redis, this.keyspace, client.isCluster);
+    this.#channels = new RedisChannels(this.#redis, this.keyspace, onConnectionError);
+    this.channels = this.#channels;
   }
 
   async ping(): Promise<void> {
@@ -119,6 +125,7 @@ export class RedisStore implements Store {
     if (this.#redis.closed) return;
     this.#redis.markClosed();
     this.#blockingConnections.close();
+    this.#channels.close();
     if (!this.#ownsClient) return;
     try {
       await this.#redis.client.quit();
