@@ -73,6 +73,8 @@ export const jobOrchestratorModule = defineModule({
         return { 'worker-link': linkAddress };
       },
       async start() {
+        // Hints routed from other replicas reach this one's links from the first link on.
+        await parts.linkServer.start();
         if (parts.completions) {
           await verifyServiceAccounts(config, parts.completions.chain);
           parts.completions.keeper.start();

@@ -103,8 +103,11 @@ export class ServiceChain {
     maxFee: bigint,
     promptWire: Uint8Array,
   ): Promise<BroadcastSubmission> {
+    // The read goes out first, so its round trip overlaps the blob's KZG commitment and proof (CPU).
+    const nextJobId = this.reads.jobRegistry.nextJobId(sessionId);
+    nextJobId.catch(() => undefined);
     const blob = blobSidecarOf(promptWire);
-    const jobId = await this.reads.jobRegistry.nextJobId(sessionId);
+    const jobId = await nextJobId;
     let announce!: (attempt: BroadcastAttempt) => void;
     const broadcast = new Promise<BroadcastAttempt>((resolve) => (announce = resolve));
     const landed = this.#send('submitJobFor', [payer, sessionId, jobId, maxFee], [blob], announce).then(

@@ -2,8 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { LINK_CHALLENGE_MAX_TTL_MS } from '@svc/chain';
 import type { Logger, Store } from '@svc/platform';
 import type { CallContext } from '@svc/proto';
-import type { MessageInitShape } from '@bufbuild/protobuf';
+import { create, fromBinary, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
 import {
+  ConnectResponseSchema,
   HintOutcome,
   LinkRefusalReason,
   type ConnectRequest,
@@ -21,10 +22,7 @@ import { WorkerPresence, type LiveWorker } from './worker-presence.js';
 
 type HintInit<
   S extends typeof SessionOpenedHintSchema | typeof JobSubmittedHintSchema | typeof PendingJobSchema,
-> = Omit<
-  MessageInitShape<S>,
-  '$typeName'
-> & { readonly hintId: string };
+> = Omit<MessageInitShape<S>, '$typeName'> & { readonly hintId: string };
 
 /** A hint for a worker; its `hintId` comes back in the worker's `HintAck`. */
 export type LinkHint =
@@ -36,12 +34,26 @@ export type LinkHint =
 export interface LinkedWorkers {
   /** Workers heartbeating now on any replica, with their models and free capacity. */
   live(): Promise<LiveWorker[]>;
-  /** Sends a hint to the worker when its link is live on this replica; false otherwise (another replica's). */
+  /**
+   * Sends a hint to the worker: at once when its link is live on this replica (true), else through the
+   * store's channel of the replica that holds it (false: delivered there, if the worker is still linked).
+   */
   sendHint(worker: string, hint: LinkHint): boolean;
   /** Tells the worker its final was stored; `committed` only once `JobCompleted` matched it. */
   acknowledgeFinal(jobId: bigint, attempt: number, committed: boolean): Promise<boolean>;
   /** Whether a worker linked here declined the hint (a full worker will not claim the session). */
   hintDeclined(hintId: string): boolean;
+}
+
+/** The channel a replica takes hints for its workers' links from, sent by the replicas serving calls. */
+function linkHintsChannel(replicaId: string): string {
+  return `link-hints:${replicaId}`;
+}
+
+/** A hint on its way to another replica: the worker it is for and the `ConnectResponse` to send it. */
+interface RoutedHint {
+  readonly worker: string;
+  readonly response: string;
 }
 
 /** How long a declined hint is remembered: far longer than any claim window is waited on. */
@@ -57,7 +69,7 @@ export interface WorkerLinkServerOptions {
   readonly challengeTtlMs: number;
   readonly admission: WorkerAdmission;
   readonly attempts: JobAttempts;
-  readonly store: Pick<Store, 'presence' | 'frames'>;
+  readonly store: Pick<Store, 'presence' | 'frames' | 'channels'>;
   readonly logger: Logger;
   /** Identifies this replica in presence (default: random per process). */
   readonly replicaId?: string;
@@ -82,6 +94,7 @@ export class WorkerLinkServer implements LinkedWorkers {
   /** Declined hint ids with when they were declined, oldest first. */
   readonly #declined = new Map<string, number>();
   #stopping = false;
+  #unsubscribe: (() => Promise<void>) | undefined;
 
   constructor(options: WorkerLinkServerOptions) {
     if (options.presenceTtlMs <= options.heartbeatIntervalMs)
@@ -113,6 +126,14 @@ export class WorkerLinkServer implements LinkedWorkers {
     return this.#presence.live();
   }
 
+  /** Takes the hints other replicas route to the workers linked here. */
+  async start(): Promise<void> {
+    this.#unsubscribe ??= await this.#options.store.channels.subscribe(
+      linkHintsChannel(this.replicaId),
+      (payload) => this.#deliverRouted(payload),
+    );
+  }
+
   /** Whether the worker's link is live on this replica. */
   isLinkedHere(worker: string): boolean {
     return this.#byWorker.get(worker.toLowerCase())?.isLive ?? false;
@@ -120,7 +141,41 @@ export class WorkerLinkServer implements LinkedWorkers {
 
   sendHint(worker: string, hint: LinkHint): boolean {
     const link = this.#byWorker.get(worker.toLowerCase());
-    return link?.isLive === true && link.send({ frame: hint });
+    if (link?.isLive) return link.send({ frame: hint });
+    void this.#route(worker, hint).catch((error: unknown) =>
+      this.#options.logger.warn({ err: error, worker }, 'hint not routed to the replica holding the link'),
+    );
+    return false;
+  }
+
+  /**
+   * Sends a hint to the replica whose link the worker's presence names. A hint is only ever a shortcut
+   * (the worker follows the chain), so one lost on the way costs time, never correctness.
+   */
+  async #route(worker: string, hint: LinkHint): Promise<void> {
+    const linked = (await this.#presence.live()).find(
+      (candidate) => candidate.address.toLowerCase() === worker.toLowerCase(),
+    );
+    if (!linked || linked.replicaId === this.replicaId) return;
+    const response = toBinary(ConnectResponseSchema, create(ConnectResponseSchema, { frame: hint }));
+    const routed: RoutedHint = { worker, response: Buffer.from(response).toString('base64') };
+    await this.#options.store.channels.publish(
+      linkHintsChannel(linked.replicaId),
+      Buffer.from(JSON.stringify(routed)),
+    );
+  }
+
+  /** A hint another replica routed here, sent on when the worker's link is live here. */
+  #deliverRouted(payload: Uint8Array): void {
+    try {
+      const routed = JSON.parse(Buffer.from(payload).toString('utf8')) as RoutedHint;
+      const link = this.#byWorker.get(routed.worker.toLowerCase());
+      if (!link?.isLive) return;
+      const { frame } = fromBinary(ConnectResponseSchema, Buffer.from(routed.response, 'base64'));
+      link.send({ frame });
+    } catch (error) {
+      this.#options.logger.warn({ err: error }, 'a routed hint was not readable');
+    }
   }
 
   async acknowledgeFinal(jobId: bigint, attempt: number, committed: boolean): Promise<boolean> {
@@ -151,6 +206,9 @@ export class WorkerLinkServer implements LinkedWorkers {
   /** Ends every link with `SHUTTING_DOWN` (workers redial another replica) and withdraws their presence. */
   async stop(): Promise<void> {
     this.#stopping = true;
+    await this.#unsubscribe?.().catch((error: unknown) =>
+      this.#options.logger.warn({ err: error }, 'routed hints not unsubscribed'),
+    );
     for (const link of this.#open) link.refuse(LinkRefusalReason.SHUTTING_DOWN, 'this replica is stopping');
     await Promise.all(this.#serving);
   }

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { waitAtMost } from '@svc/platform';
 import { createTestStore, type TestStore } from '@svc/platform/testing';
 import { useDevnet } from '@svc/testkit';
 import { deterministicAnswer, tokenize } from '@svc/worker';
@@ -35,6 +36,28 @@ afterAll(async () => {
 });
 
 describe('two replicas sharing one signer and one Redis', () => {
+  it('hand a job to a worker linked to the other replica before inclusion: the call is answered with nothing mined', async () => {
+    const wallet = await replicaA.payingWallet();
+    // A session of replica B's pool, claimed by a worker whose link is on replica A.
+    completionOf(await replicaB.complete(wallet.address, 'open a session'));
+    const rpc = (method: string, params: unknown[] = []) => devnet().provider.send(method, params);
+    await rpc('evm_setAutomine', [false]);
+    let events: Awaited<ReturnType<CompletionStack['complete']>>;
+    try {
+      // With nothing mined, only the pending_job routed through the store's channel lets it answer.
+      const call = replicaB.complete(wallet.address, 'across replicas, before the block');
+      expect(await waitAtMost(call, 15_000)).toBe(true);
+      events = await call;
+      const started = events.find((event) => event.case === 'started')!.value;
+      expect((await replicaB.chain.getJob(BigInt(started.service!.jobId))).attempt).toBe(0);
+    } finally {
+      await rpc('evm_setAutomine', [true]);
+    }
+    expect(deliveredText(events)).toBe(
+      deterministicAnswer([{ role: 'user', content: 'across replicas, before the block' }]),
+    );
+  });
+
   it('see the same workers and models', async () => {
     const live = (stack: CompletionStack) => stack.instance.linkServer!.live();
     expect((await live(replicaB)).map((worker) => worker.address)).toEqual(

@@ -124,15 +124,9 @@ export async function checkPendingJob(
   if (offer.attempt !== 1) {
     throw new PendingJobRejectedError('wrong_attempt', 'a pending submission is always attempt 1');
   }
-  const session = await view.getSession(sessionId);
-  if (session.state !== SessionState.Active || session.worker.toLowerCase() !== view.worker.toLowerCase()) {
-    throw new PendingJobRejectedError('session_not_ours', 'the session is not this worker’s');
-  }
-  // As JobRegistry decides it, so a submission that would revert when mined is never answered.
-  const senderPrincipal = await view.principalOf(tx.from);
-  if (!(await maySubmit(view, session.owner, senderPrincipal, payer))) {
-    throw new PendingJobRejectedError('wrong_sender', 'the sender may not submit in this session');
-  }
+  // The chain reads go out first, so their round trips overlap the KZG proof check (CPU) below.
+  const reads = Promise.all([view.getSession(sessionId), view.principalOf(tx.from)]);
+  reads.catch(() => undefined); // awaited below, unless a blob check refuses first
   const hashes = tx.blobVersionedHashes ?? [];
   let promptBlobHash: string;
   try {
@@ -145,6 +139,14 @@ export async function checkPendingJob(
   }
   if (!verifyBlobProof(offer.blob, offer.commitment, offer.proof)) {
     throw new PendingJobRejectedError('bad_kzg_proof', 'the KZG proof does not verify');
+  }
+  const [session, senderPrincipal] = await reads;
+  if (session.state !== SessionState.Active || session.worker.toLowerCase() !== view.worker.toLowerCase()) {
+    throw new PendingJobRejectedError('session_not_ours', 'the session is not this worker’s');
+  }
+  // As JobRegistry decides it, so a submission that would revert when mined is never answered.
+  if (!(await maySubmit(view, session.owner, senderPrincipal, payer))) {
+    throw new PendingJobRejectedError('wrong_sender', 'the sender may not submit in this session');
   }
   return {
     jobId,
