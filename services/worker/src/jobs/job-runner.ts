@@ -196,7 +196,9 @@ export class JobRunner {
       this.#options.channel().sendError(target.jobId, 1, 'not_mined');
       return 'not-mined';
     }
-    // On chain now: generation stops in time for `completeJob`, as for any job.
+    // On chain now: it no longer counts as unconfirmed work (the session's next job may be offered while
+    // this one is still being answered or committed), and generation stops in time for `completeJob`.
+    this.#unconfirmed.release(target.jobId);
     const secondsLeft = job.deadline - (await chainTimeNow(chain.provider));
     const stopTimer = setTimeout(
       () => giveUp.abort(new Error('the deadline is near')),

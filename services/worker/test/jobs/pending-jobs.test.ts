@@ -255,4 +255,37 @@ describe('starting before inclusion', () => {
       await rpc('evm_setAutomine', [true]);
     }
   });
+
+  it("takes the session's next job once the last one is on chain, without waiting for its commitment", async () => {
+    const sessionId = await freshSession();
+    await rpc('evm_setAutomine', [false]);
+    try {
+      const first = await service.signSubmission(sessionId, MODEL.name, ask('first of two'));
+      await service.broadcast(first);
+      expect(await offer(first)).toBe(HintOutcome.ACCEPTED);
+      // Mined: no longer unconfirmed, though its completeJob waits in the pool for the next block.
+      await rpc('evm_mine');
+      await waitUntil(
+        () => service.chain.getJob(first.jobId),
+        (job) => job.state !== JobState.None,
+        { what: 'the first job on chain', timeoutMs: 10_000 },
+      );
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      const next = await service.signSubmission(sessionId, MODEL.name, ask('second of two'), {
+        jobId: first.jobId + 1n,
+      });
+      await service.broadcast(next);
+      expect(await offer(next)).toBe(HintOutcome.ACCEPTED);
+      await rpc('evm_setAutomine', [true]);
+      await rpc('evm_mine');
+      for (const jobId of [first.jobId, next.jobId])
+        await waitUntil(
+          () => service.chain.getJob(jobId),
+          (job) => job.state === JobState.Completed,
+          { what: `job ${jobId} committed`, timeoutMs: 20_000 },
+        );
+    } finally {
+      await rpc('evm_setAutomine', [true]);
+    }
+  });
 });
