@@ -152,7 +152,7 @@ export {
 export { signTransaction } from './tx/signed-broadcast.js';
 export {
   TransactionSender,
-  type BroadcastAttempt,
+  type SignedTransaction,
   type MinedTransaction,
   type TransactionIntent,
   type TransactionSenderOptions,

@@ -1,9 +1,9 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { toUtf8Bytes, type Wallet } from 'ethers';
+import { Transaction, toUtf8Bytes, type Wallet } from 'ethers';
 import { connectJobRegistry, jobRegistryInterface, modelIdOf } from '@svc/contracts';
 import { MemoryStore, type NonceAllocator } from '@svc/platform';
 import { createTestStore } from '@svc/platform/testing';
-import { useDevnet, waitFor } from '@svc/testkit';
+import { useDevnet, waitFor, waitUntil } from '@svc/testkit';
 import {
   BlobFeeTooHighError,
   ContractRevertError,
@@ -134,6 +134,43 @@ describe('TransactionSender', () => {
     expect(plainSent.receipt.from).toBe(plain.address);
     expect(plainSent.receipt.type).toBe(2);
     expect(() => new OperatorLanes({ plain: [plain], blob: [plain] })).toThrow(/only one lane/);
+    await store.close();
+  });
+
+  it('tells onSigned once, before the transaction is mined, its hash and sidecar-free signed form', async () => {
+    const { wallet, provider } = devnet();
+    const blob = wallet(5);
+    const store = new MemoryStore();
+    const sender = senderOf(
+      { plain: [wallet(4)], blob: [blob] },
+      store.nonces,
+      new InMemorySentTransactionJournal(),
+    );
+    const told: { hash: string; signedTransaction: string; minedYet: boolean }[] = [];
+    await provider.send('evm_setAutomine', [false]);
+    let sending: ReturnType<TransactionSender['send']> | undefined;
+    try {
+      sending = sender.send({
+        to: blob.address,
+        blobs: [blobSidecarOf(toUtf8Bytes('told before mined'))],
+        onSigned: (signed) => told.push({ ...signed, minedYet: false }),
+      });
+      await waitUntil(
+        async () => told.length,
+        (count) => count > 0,
+        { what: 'onSigned told', timeoutMs: 10_000 },
+      );
+      expect(await provider.getTransactionReceipt(told[0]!.hash)).toBeNull();
+      await provider.send('evm_mine', []);
+    } finally {
+      await provider.send('evm_setAutomine', [true]);
+    }
+    const mined = await sending!;
+    expect(told).toHaveLength(1);
+    expect(mined.receipt.hash).toBe(told[0]!.hash);
+    const parsed = Transaction.from(told[0]!.signedTransaction);
+    expect(parsed.hash).toBe(told[0]!.hash);
+    expect(parsed.blobs).toBeNull();
     await store.close();
   });
 

@@ -42,6 +42,8 @@ export async function signRecordBroadcast(
   body: TransactionBody,
   fees: TransactionFees,
   meta: { lane: TransactionLane; purpose: SentTransactionRecord['purpose']; replaces: string | null },
+  /** Told once the attempt is signed and recorded, just before its broadcast. */
+  onRecorded?: (signed: { hash: string; signedTransaction: string }) => void,
 ): Promise<SignedAttempt> {
   const request: TransactionRequest = {
     type: body.blobs.length > 0 ? 3 : 2,
@@ -71,6 +73,7 @@ export async function signRecordBroadcast(
     signedAtMs: Date.now(),
   };
   await context.journal.record(record);
+  onRecorded?.({ hash, signedTransaction });
   return { record, signedTransaction, outcome: await broadcast(context.provider, rawTransaction) };
 }
 

@@ -8,7 +8,7 @@ import { blobFeeCap, currentExecutionFees, replacementFees, type TransactionFees
 import { NonceGapRepair } from './nonce-gap-repair.js';
 import type { OperatorLanes, SendingAccount, TransactionLane } from './operator-lanes.js';
 import type { SentTransactionJournal, SentTransactionRecord } from './sent-transaction-journal.js';
-import { signRecordBroadcast, type SignedAttempt, type TransactionBody } from './signed-broadcast.js';
+import { signRecordBroadcast, type TransactionBody } from './signed-broadcast.js';
 
 /** What to send: a call (or transfer) with an optional set of blobs. */
 export interface TransactionIntent {
@@ -20,14 +20,16 @@ export interface TransactionIntent {
   /** Skips the gas estimate; the call is still simulated with `eth_call`. */
   readonly gasLimit?: bigint;
   /**
-   * Told once, when the node first accepts a signed attempt (before it is mined): the fast path hands the
-   * signed submission to its worker then (docs/protocol.md, Starting before inclusion).
+   * Told once, when the first attempt is signed and recorded in the journal, just before its broadcast:
+   * the fast path hands the signed submission to its worker then (docs/protocol.md, Starting before
+   * inclusion), so the worker's checks overlap the node's. From then on the send only ends mined, reverted
+   * or given up, never as a refusal.
    */
-  readonly onBroadcast?: (signed: BroadcastAttempt) => void;
+  readonly onSigned?: (signed: SignedTransaction) => void;
 }
 
-/** A signed attempt the node accepted into its pool, not yet mined. */
-export interface BroadcastAttempt {
+/** A transaction signed and about to be broadcast, not yet mined. */
+export interface SignedTransaction {
   readonly hash: string;
   /** The signed transaction without a blob sidecar (EIP-2718 form), as its signature covers it. */
   readonly signedTransaction: string;
@@ -68,16 +70,19 @@ export interface TransactionSenderOptions {
   readonly maxNonceRetries?: number;
 }
 
-/** Tells the intent's listener of the first accepted attempt, once; a listener's error never stops the send. */
-function announce(pending: PendingNonce, attempt: SignedAttempt): void {
-  const listener = pending.onBroadcast;
-  if (!listener) return;
-  pending.onBroadcast = undefined;
-  try {
-    listener({ hash: attempt.record.hash, signedTransaction: attempt.signedTransaction });
-  } catch {
-    // The listener's own business: the transaction is sent and watched regardless.
-  }
+/** Tells the intent's listener of the first signed attempt, once; a listener's error never stops the send. */
+function announcer(intent: TransactionIntent): (signed: SignedTransaction) => void {
+  let listener = intent.onSigned;
+  return (signed) => {
+    if (!listener) return;
+    const told = listener;
+    listener = undefined;
+    try {
+      told(signed);
+    } catch {
+      // The listener's own business: the transaction is sent and watched regardless.
+    }
+  };
 }
 
 /** Records this far below a mined nonce are final on any chain worth using and can go. */
@@ -89,8 +94,6 @@ interface PendingNonce {
   readonly nonce: number;
   readonly body: TransactionBody;
   readonly attempts: SentTransactionRecord[];
-  /** Set until an attempt was accepted and announced. */
-  onBroadcast: TransactionIntent['onBroadcast'];
 }
 
 /**
@@ -127,10 +130,12 @@ export class TransactionSender {
     // Refuse an unaffordable blob fee before taking an account or a nonce.
     if (lane === 'blob') await blobFeeCap(this.#provider, this.#options.maxFeePerBlobGas);
     const lease = await this.#options.lanes.acquire(lane);
+    // Told once, whichever nonce the send ends up signed at.
+    const announce = announcer(intent);
     try {
       for (let retry = 0; ; retry++) {
         try {
-          return await this.#sendOnce(lease.account, lane, intent);
+          return await this.#sendOnce(lease.account, lane, intent, announce);
         } catch (error) {
           if (!(error instanceof NonceTakenError) || retry >= (this.#options.maxNonceRetries ?? 2))
             throw error;
@@ -145,13 +150,14 @@ export class TransactionSender {
     account: SendingAccount,
     lane: TransactionLane,
     intent: TransactionIntent,
+    announce: (signed: SignedTransaction) => void,
   ): Promise<MinedTransaction> {
+    // The fee reads go out beside the simulation: their round trips overlap (a revert is still reported
+    // first, before anything is signed).
+    const pricing = this.#fees(lane);
+    pricing.catch(() => undefined);
     const body = await this.#simulate(account, intent);
-    const fees: TransactionFees = {
-      ...(await currentExecutionFees(this.#provider)),
-      maxFeePerBlobGas:
-        lane === 'blob' ? await blobFeeCap(this.#provider, this.#options.maxFeePerBlobGas) : null,
-    };
+    const fees = await pricing;
     for (;;) {
       const floor = await this.#provider.getTransactionCount(account.address, 'pending');
       const nonce = await this.#options.nonces.allocate(account.address, floor);
@@ -161,11 +167,8 @@ export class TransactionSender {
         nonce,
         body,
         fees,
-        {
-          lane,
-          purpose: 'call',
-          replaces: null,
-        },
+        { lane, purpose: 'call', replaces: null },
+        announce,
       );
       if (first.outcome === 'nonce_too_low') {
         // The chain moved past the allocator (the account was used outside it): catch it up, retry.
@@ -175,17 +178,16 @@ export class TransactionSender {
         );
         continue;
       }
-      const pending: PendingNonce = {
-        account,
-        lane,
-        nonce,
-        body,
-        attempts: [first.record],
-        onBroadcast: intent.onBroadcast,
-      };
-      if (first.outcome === 'accepted') announce(pending, first);
-      return this.#watch(pending);
+      return this.#watch({ account, lane, nonce, body, attempts: [first.record] });
     }
+  }
+
+  async #fees(lane: TransactionLane): Promise<TransactionFees> {
+    const [execution, maxFeePerBlobGas] = await Promise.all([
+      currentExecutionFees(this.#provider),
+      lane === 'blob' ? blobFeeCap(this.#provider, this.#options.maxFeePerBlobGas) : null,
+    ]);
+    return { ...execution, maxFeePerBlobGas };
   }
 
   /** Estimates gas with the blobs' hashes visible to the call, so a revert is caught unpaid. */
@@ -301,7 +303,6 @@ export class TransactionSender {
     // 'nonce_too_low' means one of the earlier attempts (or someone else) was just mined: the next
     // look finds out which. 'underpriced' keeps the higher caps as the base of the next bump.
     pending.attempts.push(attempt.record);
-    if (attempt.outcome === 'accepted') announce(pending, attempt);
   }
 
   /** The receipt of whichever of our attempts at this nonce was mined, newest first. */

@@ -7,7 +7,7 @@ import {
   chainTimeNow,
   decodeProtocolLog,
   type BlobSidecar,
-  type BroadcastAttempt,
+  type SignedTransaction,
   type ChainClient,
   type ContractError,
   type ProtocolEvent,
@@ -36,8 +36,8 @@ export class SubmissionOutcomeUnknownError extends Error {
   }
 }
 
-/** A submission the node accepted, not yet mined (`signedTransaction` absent when it was only seen mined). */
-export interface BroadcastSubmission {
+/** A submission signed and being broadcast, not yet mined (`signedTransaction` absent when only seen mined). */
+export interface SignedSubmission {
   readonly jobId: bigint;
   readonly hash: string;
   /** The signed transaction without its sidecar, for the worker to check before inclusion. */
@@ -90,7 +90,7 @@ export class ServiceChain {
   }
 
   /**
-   * Signs and broadcasts a submission, resolving once the node accepted it (before it is mined): the job id
+   * Signs and broadcasts a submission, resolving once it is signed and recorded (before it is mined): the job id
    * is the session's next (docs/protocol.md, Job ids), named in the transaction, so it is known now and a
    * submission another one overtook in the session reverts. `landed` says how the send ended: the job
    * mined, a revert, or, for a send that failed in an unknown way (after its broadcast, perhaps) and whose
@@ -102,14 +102,14 @@ export class ServiceChain {
     sessionId: bigint,
     maxFee: bigint,
     promptWire: Uint8Array,
-  ): Promise<BroadcastSubmission> {
+  ): Promise<SignedSubmission> {
     // The read goes out first, so its round trip overlaps the blob's KZG commitment and proof (CPU).
     const nextJobId = this.reads.jobRegistry.nextJobId(sessionId);
     nextJobId.catch(() => undefined);
     const blob = blobSidecarOf(promptWire);
     const jobId = await nextJobId;
-    let announce!: (attempt: BroadcastAttempt) => void;
-    const broadcast = new Promise<BroadcastAttempt>((resolve) => (announce = resolve));
+    let announce!: (attempt: SignedTransaction) => void;
+    const signed = new Promise<SignedTransaction>((resolve) => (announce = resolve));
     const landed = this.#send('submitJobFor', [payer, sessionId, jobId, maxFee], [blob], announce).then(
       (tx) => {
         const submitted = only(tx, 'JobSubmitted');
@@ -128,9 +128,9 @@ export class ServiceChain {
         throw new SubmissionOutcomeUnknownError(sessionId, blob.versionedHash, error);
       },
     );
-    // A refusal before the broadcast (a simulation's revert, the blob fee) rejects this call itself.
+    // A refusal before the signing (a simulation's revert, the blob fee) rejects this call itself.
     const first = await Promise.race([
-      broadcast.then((attempt) => ({ attempt })),
+      signed.then((attempt) => ({ attempt })),
       landed.then((mined) => ({ mined })),
     ]);
     if ('mined' in first) return { jobId: first.mined.jobId, hash: first.mined.tx.hash, blob, landed };
@@ -199,7 +199,7 @@ export class ServiceChain {
     method: string,
     args: readonly unknown[],
     blobs?: readonly BlobSidecar[],
-    onBroadcast?: (attempt: BroadcastAttempt) => void,
+    onSigned?: (attempt: SignedTransaction) => void,
   ): Promise<ServiceTransaction> {
     const data = (this.reads.jobRegistry.interface as Interface).encodeFunctionData(method, args);
     let mined: Awaited<ReturnType<TransactionSender['send']>>;
@@ -208,7 +208,7 @@ export class ServiceChain {
         to: this.jobRegistry,
         data,
         ...(blobs ? { blobs } : {}),
-        ...(onBroadcast ? { onBroadcast } : {}),
+        ...(onSigned ? { onSigned } : {}),
       });
     } catch (error) {
       const unsent = error instanceof ContractRevertError || error instanceof BlobFeeTooHighError;

@@ -2,7 +2,15 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { create, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
-import { AppError, type Logger, retryDelayMs, type RetryPolicy, type Store, waitAtMost } from '@svc/platform';
+import {
+  AppError,
+  currentTraceHeaders,
+  type Logger,
+  retryDelayMs,
+  type RetryPolicy,
+  type Store,
+  waitAtMost,
+} from '@svc/platform';
 import {
   JobLifecycleEventSchema,
   JobLifecycleKind,
@@ -229,8 +237,10 @@ function wholeMs(ms: number): number {
   return Math.min(Math.max(Math.round(ms), 0), 0xffff_ffff);
 }
 
+/** The event of one step, in the trace of the call it is recorded from (the relay publishes it there). */
 function encode(call: CallIdentity, kind: JobLifecycleKind, step: LifecycleStep): Uint8Array {
   const init: MessageInitShape<typeof JobLifecycleEventSchema> = {
+    ...currentTraceHeaders(),
     eventId: randomUUID(),
     occurredAt: timestampFromDate(step.occurredAt ?? new Date()),
     reservationId: call.reservationId,

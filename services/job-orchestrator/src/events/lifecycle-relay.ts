@@ -181,7 +181,14 @@ export class LifecycleRelay {
       this.#topicReady = true;
       await this.#bus.publishBatch(
         jobLifecycleTopic,
-        good.map(({ message }) => ({ message, requestId: message.requestId || undefined })),
+        good.map(({ message }) => ({
+          message,
+          requestId: message.requestId || undefined,
+          // The trace of the call it was recorded in, not the relay's (which has none).
+          trace: message.traceparent
+            ? { traceparent: message.traceparent, tracestate: message.tracestate || undefined }
+            : {},
+        })),
       );
       await this.#store.queues.remove(
         LIFECYCLE_OUTBOX,

@@ -6,7 +6,7 @@ import {
   ContractRevertError,
   decodeProtocolLog,
   TransactionRevertedError,
-  type BroadcastAttempt,
+  type SignedTransaction,
   type ChainClient,
   type ContractError,
   type TransactionSender,
@@ -171,7 +171,7 @@ export class PaymentSettlement {
       await reservations.noteSend(record, blob.versionedHash);
       // The session's next job id, named in the transaction (docs/protocol.md, Job ids).
       const jobId = await this.options.chain.jobRegistry.nextJobId(request.sessionId);
-      const onBroadcast = (signed: BroadcastAttempt) => {
+      const onSigned = (signed: SignedTransaction) => {
         broadcast = true;
         announce?.({
           jobId: jobId.toString(),
@@ -186,7 +186,7 @@ export class PaymentSettlement {
         to: this.options.chain.addresses.jobRegistry,
         data: this.#settlementCall(record, request.sessionId, jobId),
         blobs: [blob],
-        ...(announce ? { onBroadcast } : {}),
+        ...(announce ? { onSigned } : {}),
       });
       const settlement = this.#settlementOf(
         record,

@@ -149,18 +149,18 @@ export class DelegatePath implements PaymentPath {
   async submit(sessionId: bigint, promptWire: Uint8Array): Promise<Submission> {
     const { wallet, maxFeeWei } = this.terms;
     const held = await this.#holdFee(this.#fee ?? maxFeeWei);
-    let broadcast;
+    let signed;
     try {
-      broadcast = await this.deps.chain.submitJobFor(wallet, sessionId, maxFeeWei, promptWire);
+      signed = await this.deps.chain.submitJobFor(wallet, sessionId, maxFeeWei, promptWire);
     } catch (error) {
       await held.release();
       if (STALE_SESSION_REVERTS.has(revertOf(error)?.name ?? '')) return 'session_unusable';
       throw await this.#submissionError(error);
     }
     // Mined or not landing, the chain's balance and allowance tell from then on.
-    void broadcast.landed.then(held.release, held.release).catch(() => undefined);
-    const { jobId, hash, signedTransaction, blob } = broadcast;
-    const landed = broadcast.landed.then(
+    void signed.landed.then(held.release, held.release).catch(() => undefined);
+    const { jobId, hash, signedTransaction, blob } = signed;
+    const landed = signed.landed.then(
       ({ jobId: landedId, fee, tx }) => ({
         jobId: landedId,
         fee,
