@@ -128,12 +128,14 @@ export class JobRunner {
     try {
       if (this.#pending.has(offer.jobId))
         throw new PendingJobRejectedError('bound_reached', 'already pending');
-      // Mined already (or a job of that id exists): the chain's announcement runs it as usual.
-      const onChain = await chain.getJob(offer.jobId);
-      if (onChain.state !== JobState.None) return { accepted: false, reason: 'already_on_chain' };
-      if (await this.#options.journal.get(offer.jobId, offer.attempt))
-        return { accepted: false, reason: 'already_answered' };
-      checked = await checkPendingJob(offer, {
+      // Mined already (or a job of that id exists): the chain's announcement runs it as usual. Read
+      // beside the checks' own reads and proof check, so the round trips overlap.
+      const known = Promise.all([
+        chain.getJob(offer.jobId),
+        this.#options.journal.get(offer.jobId, offer.attempt),
+      ]);
+      known.catch(() => undefined);
+      const checking = checkPendingJob(offer, {
         chainId,
         jobRegistry: chain.addresses.jobRegistry,
         worker,
@@ -141,6 +143,11 @@ export class JobRunner {
         principalOf: (account) => chain.principalOf(account),
         isDelegateAuthorized: (user, delegate) => chain.isDelegateAuthorized(user, delegate),
       });
+      checking.catch(() => undefined);
+      const [onChain, answered] = await known;
+      if (onChain.state !== JobState.None) return { accepted: false, reason: 'already_on_chain' };
+      if (answered) return { accepted: false, reason: 'already_answered' };
+      checked = await checking;
       const keyPair = await vault.get(checked.sessionId);
       if (!keyPair) throw new JobRefusedError('no_session_key', 'this worker holds no key for the session');
       prompt = prompts.open(offer.blob, checked.sessionId, checked.session, keyPair);
@@ -171,10 +178,13 @@ export class JobRunner {
   ): Promise<JobOutcome> {
     const { chain, logger: parent } = this.#options;
     const logger = parent.child({ jobId: target.jobId.toString(), attempt: 1, pending: true });
-    const startBlock = await chain.provider.getBlockNumber();
+    const [startBlock, chainNow] = await Promise.all([
+      chain.provider.getBlockNumber(),
+      chainTimeNow(chain.provider),
+    ]);
     const giveUp = new AbortController();
     const landed = this.#awaitInclusion(target.jobId, startBlock, AbortSignal.any([signal, giveUp.signal]));
-    const forgetAt = (await chainTimeNow(chain.provider)) + this.#bounds.keepSeconds;
+    const forgetAt = chainNow + this.#bounds.keepSeconds;
     let answer: SignedFinalAnswer | undefined;
     const answering = this.#answer(
       { ...target, attempt: 1, deadline: forgetAt, pending: true },
