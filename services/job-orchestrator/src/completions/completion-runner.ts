@@ -184,10 +184,13 @@ class CompletionRun {
     const { lifecycle } = this.#o;
     const { payment } = this.#call;
     const model = await refuseUnless(() => this.#checkRunnable());
-    // A full outbox (or the store down) refuses the call here, before anything is spent.
+    // A full outbox (or the store down) refuses the call here, before anything is spent. The payment's
+    // reads (they spend nothing) go out meanwhile; a refusal of the outbox is the one told.
+    const payable = refuseUnless(() => payment.checkPayable(model));
+    payable.catch(() => undefined);
     await refuseUnless(() => lifecycle.requested(payment.identity));
     this.#requestedRecorded = true;
-    await refuseUnless(() => payment.checkPayable(model));
+    await payable;
     const prompt = await refuseUnless(async () => preparePrompt(this.#call.model, this.#call.messages));
     const { lease, job } = await this.#submit(model, prompt);
     const run = new SubmittedJobRun(this.#o, {
