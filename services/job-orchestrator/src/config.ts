@@ -125,15 +125,6 @@ export const jobOrchestratorConfigShape = {
     doc: 'The longest WORKER_FAILURE_BACKOFF.',
     default: '30m',
   }),
-  SUBMISSION_REVERT_LIMIT: env.int({
-    doc: "Delegate-path submissions of one wallet that may be mined and revert (its session closed under them, as a front-run does) within SUBMISSION_REVERT_WINDOW; past it the wallet's calls answer 429 `rate_limit_exceeded` until the window ends.",
-    default: 3,
-    min: 1,
-  }),
-  SUBMISSION_REVERT_WINDOW: env.durationMs({
-    doc: "How long a wallet's reverted submissions are counted from the first one, and how long it is refused once past SUBMISSION_REVERT_LIMIT.",
-    default: '1h',
-  }),
   SESSION_IDLE_CLOSE: env.durationMs({
     doc: "A pooled session unused this long leaves the pool and is closed, well before the chain's inactivity timeout lets anyone close it.",
     default: '10m',

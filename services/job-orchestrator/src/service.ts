@@ -15,7 +15,6 @@ import { AnswerRelay } from './completions/answer-relay.js';
 import { CompletionRunner } from './completions/completion-runner.js';
 import { ModelCatalogue } from './completions/model-catalogue.js';
 import { PaymentPaths } from './completions/payment-paths/payment-paths.js';
-import { SubmissionReverts } from './completions/payment-paths/submission-reverts.js';
 import { ReplyKeyEscrow } from './completions/reply-key-escrow.js';
 import { PendingSubmissions } from './keeper/pending-submissions.js';
 import { PerCallSettlement, type PaymentSettlerClient } from './completions/per-call-settlement.js';
@@ -250,10 +249,6 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
       replyKeys: new ReplyKeyEscrow(store, getBytes(principal.privateKey)),
       pending,
       unconfirmed: new UnconfirmedFees(store),
-      reverts: new SubmissionReverts(store, {
-        limit: config.SUBMISSION_REVERT_LIMIT,
-        windowMs: config.SUBMISSION_REVERT_WINDOW,
-      }),
     }),
     chain: serviceChain,
     chainId,

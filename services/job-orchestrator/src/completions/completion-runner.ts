@@ -217,8 +217,9 @@ class CompletionRun {
         const wire = sealPrompt(prompt, lease.session.publicKey, this.#binding(lease.session.sessionId));
         submission = await this.#call.payment.submit(lease.session.sessionId, wire, prompt.replyKey);
       } catch (error) {
-        // A session a submission reverted in is closed or changed on chain: it never goes back to the pool.
-        if (error instanceof SubmissionReverted) await lease.discard();
+        // A session a submission reverted in is closed or changed on chain: it never goes back to the pool,
+        // and its worker, who alone could change it under a checked submission, is counted.
+        if (error instanceof SubmissionReverted) await lease.discard('failed');
         else await lease.release();
         throw error;
       }

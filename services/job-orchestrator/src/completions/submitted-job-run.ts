@@ -11,6 +11,7 @@ import type { CallStream } from './call-stream.js';
 import type { ServiceDescription } from './completion-call.js';
 import {
   NotSubmitted,
+  SubmissionReverted,
   SubmissionUnknown,
   type AnnouncedJob,
   type PaymentPath,
@@ -288,7 +289,15 @@ export class SubmittedJobRun {
       { jobId: landing.jobId.toString(), reason },
       'job handed over before inclusion is not on chain: the call ends, its session is retired',
     );
-    await lease.discard();
+    const failure = landing.failed
+      ? await landing.settled.then(
+          () => undefined,
+          (error: unknown) => error,
+        )
+      : undefined;
+    // A revert found the session closed or its worker gone, which only the worker can do under a checked
+    // submission: it is counted (WorkerReputation); a submission not mined is nobody's fault.
+    await lease.discard(failure instanceof SubmissionReverted ? 'failed' : undefined);
     if (!landing.failed)
       stream.failWithout(new AppError('job_failed', { message: `The job failed: ${reason}.` }), true);
     const { jobs } = this.options;

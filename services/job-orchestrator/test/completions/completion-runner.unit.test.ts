@@ -14,7 +14,6 @@ import {
 } from '../../src/completions/completion-runner.js';
 import { DelegatePath } from '../../src/completions/payment-paths/delegate-path.js';
 import { PerCallPath } from '../../src/completions/payment-paths/per-call-path.js';
-import { SubmissionReverts } from '../../src/completions/payment-paths/submission-reverts.js';
 import { UnconfirmedFees } from '../../src/completions/payment-paths/unconfirmed-fees.js';
 import { SubmissionOutcomeUnknownError } from '../../src/chain/service-chain.js';
 import type { SettlementOutcome } from '../../src/completions/per-call-settlement.js';
@@ -179,8 +178,6 @@ class Fakes {
   /** Submissions left for the keeper to adopt if they land. */
   readonly expected: { hash: string; call: CallIdentity }[] = [];
 
-  /** Wallets whose submissions reverted, when a test counts them. */
-  reverts: SubmissionReverts | undefined;
   /** The wallets' fees of submissions not yet mined (shared by the calls of one test). */
   unconfirmed = new UnconfirmedFees(new MemoryStore());
 
@@ -192,7 +189,6 @@ class Fakes {
       pending: {
         expect: async (hash: string, call: CallIdentity) => void this.expected.push({ hash, call }),
       },
-      ...(this.reverts ? { reverts: this.reverts } : {}),
       unconfirmed: this.unconfirmed,
     };
     return this.#call(new DelegatePath(deps, terms, this.#ids()), stream);
@@ -539,41 +535,39 @@ describe('the completion runner (fakes)', () => {
     expect(second).toMatchObject({ case: 'failed', jobSubmitted: false, error: { code: 'job_failed' } });
   });
 
-  it('a submission mined and reverted (front-run) drops its session, frees the payment, publishes FAILED, and a wallet that keeps reverting is refused', async () => {
-    const store = new MemoryStore();
-    const reverts = new SubmissionReverts(store, { limit: 2, windowMs: 60_000 });
-    const reverted = () =>
+  it('a submission mined and reverted drops its session, counts its worker, frees the payment and publishes FAILED', async () => {
+    const fakes = new Fakes();
+    fakes.submitRefusals = [
       new TransactionRevertedError(PRINCIPAL, 7, txHash(7), 7, {
         name: 'SessionStateInvalid',
         args: { sessionId: 1n, state: 3n },
-      } as never);
-    for (let call = 1; call <= 2; call++) {
-      const fakes = new Fakes();
-      fakes.reverts = reverts;
-      fakes.submitRefusals = [reverted()];
-      const events = await run(fakes, fakes.delegateCall());
-      expect(events).toEqual([
-        expect.objectContaining({
-          case: 'failed',
-          jobSubmitted: false,
-          error: expect.objectContaining({ code: 'job_failed' }),
-        }),
-      ]);
-      // The closed session never goes back into the pool, and the hold is released by the event.
-      expect(fakes.leases.map((lease) => lease.released)).toEqual(['discarded']);
-      expect(fakes.kinds()).toEqual(['FAILED']);
-    }
-    const barred = new Fakes();
-    barred.reverts = reverts;
-    const [refusal] = await run(barred, barred.delegateCall());
-    expect(refusal).toMatchObject({
-      case: 'failed',
-      jobSubmitted: false,
-      error: { code: 'rate_limit_exceeded', retryAfterSeconds: 60 },
-    });
-    expect(barred.leases).toEqual([]);
-    expect(barred.sent).toEqual([]);
-    await store.close();
+      } as never),
+    ];
+    const outcomes: (string | undefined)[] = [];
+    const acquire = fakes.options.sessions.acquire;
+    fakes.options.sessions.acquire = async (request) => {
+      const lease = await acquire(request);
+      return {
+        ...lease,
+        discard: async (outcome?: string) => void outcomes.push(outcome),
+      } as never;
+    };
+    const events = await run(fakes, fakes.delegateCall());
+    expect(events).toEqual([
+      expect.objectContaining({
+        case: 'failed',
+        jobSubmitted: false,
+        error: expect.objectContaining({ code: 'job_failed' }),
+      }),
+    ]);
+    // The closed session never goes back into the pool; only its worker could close it under a checked
+    // submission (the payer is no party to the service's sessions), so the worker's record counts it.
+    expect(outcomes).toEqual(['failed']);
+    expect(fakes.kinds()).toEqual(['FAILED']);
+    // Nothing bars the wallet: its next call is served.
+    const next = new Fakes();
+    next.attempts = [{ outcome: committed('answer') }];
+    expect((await run(next, next.delegateCall())).at(-1)).toMatchObject({ case: 'completed' });
   });
 
   it('per-call path: a settlement whose outcome stays unknown past the quick rechecks is waited for, and served once it lands', async () => {

@@ -336,8 +336,11 @@ describe('a submission something else overtakes before it is mined', () => {
       expect(failureOf(events)).toMatchObject({ error: { code: 'job_failed' }, jobSubmitted: false });
     expect((await stack.chain.getSession(sessionId)).state).toBe(SessionState.Closed);
     expect(await stack.chain.prepaidBalanceOf(wallet.address)).toBe(before);
-    expect((await memory.presence.list(pool)).map((entry) => entry.member)).not.toContain(
-      sessionId.toString(),
+    // The run learns of the revert when the sender sees the receipt, after the caller may have had its answer.
+    await waitUntil(
+      async () => (await memory.presence.list(pool)).map((entry) => entry.member),
+      (members) => !members.includes(sessionId.toString()),
+      { what: 'the session out of the pool', timeoutMs: 10_000 },
     );
     await waitUntil(
       async () =>

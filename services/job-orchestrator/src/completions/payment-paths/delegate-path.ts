@@ -21,7 +21,6 @@ import {
   type Submission,
 } from './payment-path.js';
 import { invalidRequest, isAddress, isWei } from './request-fields.js';
-import type { SubmissionReverts } from './submission-reverts.js';
 import type { HeldFee, UnconfirmedFees } from './unconfirmed-fees.js';
 
 /** Reverts that say a pooled session cannot take a job: another session is tried. */
@@ -36,8 +35,6 @@ const STALE_SESSION_REVERTS = new Set([
 export interface DelegatePathDependencies {
   readonly chain: Pick<ServiceChain, 'reads' | 'principal' | 'jobRegistry' | 'submitJobFor'>;
   readonly chainId: bigint;
-  /** Wallets whose submissions keep reverting on chain; undefined counts nothing. */
-  readonly reverts?: Pick<SubmissionReverts, 'record' | 'refuseIfBarred'>;
   /** Where a submission with no known outcome is left for the keeper to adopt if it lands. */
   readonly pending?: Pick<PendingSubmissions, 'expect'>;
   /** The wallets' fees of submissions not yet mined, counted against their balance and allowance. */
@@ -102,7 +99,6 @@ export class DelegatePath implements PaymentPath {
   async checkPayable(model: ConfiguredModel): Promise<void> {
     const { chain, chainId } = this.deps;
     const { wallet, maxFeeWei } = this.terms;
-    await this.deps.reverts?.refuseIfBarred(wallet);
     const position = await chain.reads.delegatePosition(wallet, chain.principal);
     this.#refuseUnlessPayable(position, model.fee);
     if (maxFeeWei < model.fee)
@@ -194,9 +190,9 @@ export class DelegatePath implements PaymentPath {
   async #submissionError(error: unknown): Promise<unknown> {
     const { wallet } = this.terms;
     if (error instanceof TransactionRevertedError) {
-      // Simulated fine, mined and reverted: the session changed in between (its owner closed it with a
-      // higher tip, say). No job landed; the service paid the gas and the blob, so the wallet is counted.
-      await this.deps.reverts?.record(wallet);
+      // Simulated fine, mined and reverted: the session changed in between (its worker closed it or left).
+      // No job landed, and the payer is charged nothing; it could not have caused it (it is no party to the
+      // service's sessions, and its spending cuts wait), so the session's worker is what is counted.
       return new SubmissionReverted(
         new AppError('job_failed', {
           message:
