@@ -331,18 +331,12 @@ export class SubmittedJobRun {
     service: ServiceDescription,
     fee: bigint,
   ): Promise<void> {
-    const { lifecycle, logger } = this.options;
+    const { logger } = this.options;
     const { payment, stream } = this.call;
     const { jobId, attempt } = toRelay;
     // The worker answered: its record counts it (WorkerReputation, the pool's choice of workers).
     await lease.release('answered');
-    await this.#acknowledgeFinal(jobId, attempt);
-    await lifecycle.publish(payment.identity, JobLifecycleKind.COMPLETED, {
-      jobId,
-      attempt,
-      worker: service.worker,
-      sessionId: service.sessionId,
-    });
+    await this.#recordCommitted(jobId, attempt, service);
     // A stream that diverged from the committed answer delivered nothing usable: refunded.
     if (!stream.deliver(text, service, fee, attempt)) {
       await this.#refundUndelivered(jobId, fee);
@@ -382,7 +376,7 @@ export class SubmittedJobRun {
     feeOf: () => bigint,
     landing: Landing,
   ): Promise<void> {
-    const { relay, lifecycle, logger } = this.options;
+    const { relay, logger } = this.options;
     const { payment, stream } = this.call;
     const { jobId, attempt } = toRelay;
     // Marked before the caller can see its answer: a resent payment is refused as used from then on.
@@ -406,13 +400,7 @@ export class SubmittedJobRun {
     const settled = await relay.follow(onChain, () => undefined);
     switch (settled.kind) {
       case 'committed':
-        await this.#acknowledgeFinal(jobId, attempt);
-        await lifecycle.publish(payment.identity, JobLifecycleKind.COMPLETED, {
-          jobId,
-          attempt,
-          worker: service.worker,
-          sessionId: service.sessionId,
-        });
+        await this.#recordCommitted(jobId, attempt, service);
         if (stream.recordDeferred() && delivered) await this.#markAnswered(jobId);
         if (!delivered) await this.#refundUndelivered(jobId, fee);
         return;
@@ -438,6 +426,17 @@ export class SubmittedJobRun {
         return;
       }
     }
+  }
+
+  /** The worker's final is committed on chain: it is told so, and COMPLETED goes out. */
+  async #recordCommitted(jobId: bigint, attempt: number, service: ServiceDescription): Promise<void> {
+    await this.#acknowledgeFinal(jobId, attempt);
+    await this.options.lifecycle.publish(this.call.payment.identity, JobLifecycleKind.COMPLETED, {
+      jobId,
+      attempt,
+      worker: service.worker,
+      sessionId: service.sessionId,
+    });
   }
 
   /**

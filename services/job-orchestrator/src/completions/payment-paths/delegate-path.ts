@@ -97,7 +97,7 @@ export class DelegatePath implements PaymentPath {
   }
 
   async checkPayable(model: ConfiguredModel): Promise<void> {
-    const { chain, chainId } = this.deps;
+    const { chain } = this.deps;
     const { wallet, maxFeeWei } = this.terms;
     const position = await chain.reads.delegatePosition(wallet, chain.principal);
     this.#refuseUnlessPayable(position, model.fee);
@@ -188,7 +188,6 @@ export class DelegatePath implements PaymentPath {
 
   /** What a failed submission means for the call: nothing landed, a revert, or an outcome not known. */
   async #submissionError(error: unknown): Promise<unknown> {
-    const { wallet } = this.terms;
     if (error instanceof TransactionRevertedError) {
       // Simulated fine, mined and reverted: the session changed in between (its worker closed it or left).
       // No job landed, and the payer is charged nothing; it could not have caused it (it is no party to the
