@@ -133,8 +133,8 @@ export class Load {
     }
   }
 
-  /** One call; resolves when it ended, recording how. */
-  async call(entry: LoadWallet, payment: Payment, stream: boolean): Promise<CallRecord> {
+  /** One call; resolves when it ended, recording how. `requestId`: its `x-request-id`, to find its trace. */
+  async call(entry: LoadWallet, payment: Payment, stream: boolean, requestId?: string): Promise<CallRecord> {
     const record: CallRecord = {
       wallet: entry.wallet.address,
       keyId: payment === 'key' ? entry.keyId : undefined,
@@ -156,8 +156,9 @@ export class Load {
       ],
     };
     try {
+      const requestHeaders: Record<string, string> = requestId ? { 'x-request-id': requestId } : {};
       let client: OpenAI;
-      if (payment === 'key') client = this.client(entry.key!, entry.clientAddress, {});
+      if (payment === 'key') client = this.client(entry.key!, entry.clientAddress, requestHeaders);
       else {
         const refused = await fetch(`${this.baseUrl}/v1/chat/completions`, {
           method: 'POST',
@@ -171,7 +172,10 @@ export class Load {
           return record;
         }
         const signature = await paymentSignatureForAnswer(entry.wallet, refused.headers);
-        client = this.client(undefined, entry.clientAddress, { 'payment-signature': signature });
+        client = this.client(undefined, entry.clientAddress, {
+          ...requestHeaders,
+          'payment-signature': signature,
+        });
       }
       let service: { job_id?: string } | undefined;
       let text = '';

@@ -10,6 +10,7 @@ import { JsonRpcProvider, Network } from 'ethers';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { stringify } from 'yaml';
+import { startOtlpReceiver } from '@svc/testkit/otlp-receiver';
 import { renderChart, repoRoot } from './chart-pods.js';
 import {
   canConnect,
@@ -25,6 +26,7 @@ import {
 import { checkConsumers, checkPayments, checkSlots, chainJobs, type Violation } from './invariants.js';
 import { Load, type CallRecord } from './load.js';
 import { LocalCluster, type Pod } from './pods.js';
+import { checkCallTrace, checkSpansKeepSecrets } from './traces.js';
 
 const RELEASE = 'svc';
 const NAMESPACE = 'svc-cluster';
@@ -102,6 +104,10 @@ async function main(): Promise<number> {
     const storeNamespace = `svc-cluster-${runId}`;
     cleanups.push(() => (failed && keepRunDir ? undefined : dropNamespace(redisUrl, storeNamespace)));
 
+    // --- A trace collector: every pod exports its spans to it (tracing.otlpEndpoint). -----------------
+    const collector = await startOtlpReceiver();
+    cleanups.push(() => collector.close());
+
     // --- The run's values: what exists only now, beside the suite's values file. ----------------------
     const gatewayToken = serviceTokenKeyPair();
     const orchestratorToken = serviceTokenKeyPair();
@@ -147,6 +153,7 @@ async function main(): Promise<number> {
       // Consumer groups of the run's own on the shared broker.
       keyService: { env: { LIFECYCLE_CONSUMER_GROUP: `cluster-${runId}.spend-settlement` } },
       gateway: { env: { V1_KEY_EVENTS_GROUP_PREFIX: `cluster-${runId}.gateway-key-cache` } },
+      tracing: { otlpEndpoint: collector.endpoint },
     };
     const runValuesFile = join(runDir, 'run-values.yaml');
     writeFileSync(runValuesFile, stringify(runValues));
@@ -214,6 +221,16 @@ async function main(): Promise<number> {
         (await load.call(load.wallets[0]!, 'key', true)).outcome === 'answered' ||
         (await new Promise((resolve) => setTimeout(resolve, 2_000)).then(() => false)),
       180_000,
+    );
+
+    // One streamed call, followed through the processes by its trace.
+    const tracedCallId = `cluster-traced-${runId}`;
+    await load.call(load.wallets[0]!, 'key', true, tracedCallId);
+    const traceViolations = await checkCallTrace(collector, tracedCallId);
+    log(
+      traceViolations.length
+        ? `trace of ${tracedCallId}: ${traceViolations[0]!.detail}`
+        : `one trace for ${tracedCallId}`,
     );
 
     // --- Load, and the faults one after another. -------------------------------------------------------
@@ -372,7 +389,16 @@ async function main(): Promise<number> {
     }
     const consumers = await checkConsumers(KAFKA_BROKER, (group) => group.startsWith(`cluster-${runId}`));
     const logs = unexplainedErrors(cluster);
-    const violations: Violation[] = [...payments.violations, ...slots, ...consumers.violations, ...logs];
+    // The prompts of the load all start so; the keys are the wallets'.
+    const secrets = ['hello from', ...load.wallets.flatMap((wallet) => (wallet.key ? [wallet.key] : []))];
+    const violations: Violation[] = [
+      ...payments.violations,
+      ...slots,
+      ...consumers.violations,
+      ...logs,
+      ...traceViolations,
+      ...checkSpansKeepSecrets(collector, secrets),
+    ];
 
     report({
       calls: load.calls,

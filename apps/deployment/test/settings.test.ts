@@ -164,6 +164,30 @@ describe('every other setting', () => {
   });
 });
 
+describe('tracing', () => {
+  const traced = render(allSettings);
+  const untraced = render({
+    valuesFiles: allSettings.valuesFiles,
+    values: [{ tracing: { otlpEndpoint: '' } }],
+  });
+  const endpointOf = (objects: readonly K8sObject[], component: Component) =>
+    envOf(containerOf(objects, component)).get('OTEL_EXPORTER_OTLP_ENDPOINT')?.value;
+
+  it.each(services.map((component) => [component.target, component] as const))(
+    '%s: tracing.otlpEndpoint is its OTEL_EXPORTER_OTLP_ENDPOINT, and unset without it',
+    (_target, component) => {
+      expect(endpointOf(traced, component)).toBe('http://otel-collector.observability:4318');
+      expect(endpointOf(untraced, component)).toBeUndefined();
+    },
+  );
+
+  it('refuses an endpoint that is not an http(s) URL', () => {
+    const result = helmTemplate({ values: [{ tracing: { otlpEndpoint: 'otel-collector:4318' } }] });
+    expect(result.status).not.toBe(0);
+    expect(result.stderr).toContain('otlpEndpoint');
+  });
+});
+
 describe('no variable that no service reads', () => {
   const renders: Array<[string, RenderInput]> = [
     ['default values', {}],

@@ -285,7 +285,7 @@ internal callers (each service takes the methods of its own gRPC services). (dic
 
 {{/*
 What every component reads from the runner: logging, local state, for gRPC services the bound address,
-the metrics listener, and how long a stopping process waits for its services: 5 s below the pod's grace
+the metrics listener, the trace collector (when `tracing.otlpEndpoint` is set), and how long a stopping process waits for its services: 5 s below the pod's grace
 period, so it exits cleanly before the kubelet kills it.
 (dict "root" $ "grpcPort" 50051 "metricsPort" 9465 "gracePeriod" 30; each may be left out)
 */}}
@@ -304,6 +304,9 @@ period, so it exits cleanly before the kubelet kills it.
 {{- if .metricsPort -}}
 {{- $_ := set $env "METRICS_HOST" (dict "value" "0.0.0.0") -}}
 {{- $_ := set $env "METRICS_PORT" (dict "value" (toString .metricsPort)) -}}
+{{- end -}}
+{{- if .root.Values.tracing.otlpEndpoint -}}
+{{- $_ := set $env "OTEL_EXPORTER_OTLP_ENDPOINT" (dict "value" .root.Values.tracing.otlpEndpoint) -}}
 {{- end -}}
 {{- toYaml $env -}}
 {{- end -}}

@@ -3,6 +3,7 @@ export * from './errors/index.js';
 export * from './lifecycle/index.js';
 export * from './logging/index.js';
 export * from './rpc.js';
+export * from './tracing/index.js';
 export {
   methodGrants,
   SERVICE_TOKEN_ALGORITHM,

@@ -3,11 +3,13 @@ import { mapAppErrorToRpc } from './errors/index.js';
 import { currentRequestId, withRequestContext, type Logger } from './logging/index.js';
 import type { ServiceName } from './service-token-keys.js';
 import type { ServiceIdentity } from './service-tokens.js';
+import { currentTraceHeaders, grpcServerSpan } from './tracing/index.js';
 
 /**
  * A gRPC server wired the way every service needs it: AppErrors keep their code across the wire, other
  * errors are logged (with the request id) and answered INTERNAL, handlers run in the caller's request
- * context, and calls an authenticator refused are logged (never their token).
+ * context and in a server span of the caller's trace, and calls an authenticator refused are logged
+ * (never their token).
  */
 export function createServiceGrpcServer(logger: Logger, options: GrpcServerOptions = {}): GrpcServer {
   return new GrpcServer({
@@ -18,6 +20,7 @@ export function createServiceGrpcServer(logger: Logger, options: GrpcServerOptio
         'unexpected error in gRPC handler',
       ),
     runInContext: (context, handler) => withRequestContext({ requestId: context.requestId }, handler),
+    openCallScope: grpcServerSpan,
     onRefused: (error, call) => {
       const fields = { method: call.method.name, peer: call.peer };
       if (error instanceof RpcError) logger.warn({ ...fields, reason: error.message }, 'gRPC call refused');
@@ -42,8 +45,8 @@ export interface ServiceClientOptions extends ClientOptions {
 export const ROUND_ROBIN_SERVICE_CONFIG = JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] });
 
 /**
- * Client options of a call from one service to another: its service token, the current request id, and
- * calls balanced over the peer's replicas.
+ * Client options of a call from one service to another: its service token, the current request id and
+ * trace context, and calls balanced over the peer's replicas.
  */
 export function serviceClientOptions({
   identity,
@@ -56,6 +59,7 @@ export function serviceClientOptions({
     channelOptions: { 'grpc.service_config': ROUND_ROBIN_SERVICE_CONFIG, ...options.channelOptions },
     defaultMetadata: () => ({
       [METADATA.requestId]: currentRequestId(),
+      ...currentTraceHeaders(),
       ...options.defaultMetadata?.(),
       [METADATA.authorization]: identity.authorization(audience),
     }),

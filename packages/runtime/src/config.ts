@@ -1,5 +1,5 @@
 import { devnetConfigShape } from '@svc/devnet';
-import { env, type ConfigOf } from '@svc/platform';
+import { env, tracingConfigShape, type ConfigOf } from '@svc/platform';
 import { DEFAULT_STATE_DIR } from './state-dir.js';
 
 /**
@@ -125,6 +125,7 @@ export const runtimeConfigShape = {
   DEVNET_FILE: env.optionalString({
     doc: 'Devnet description JSON: written when a devnet starts, read by a process given RPC_URL without contract addresses. Unset: `<STATE_DIR>/devnet.json`. Relative paths are from the working directory.',
   }),
+  ...tracingConfigShape,
 };
 
 export type RuntimeConfig = ConfigOf<typeof runtimeConfigShape>;

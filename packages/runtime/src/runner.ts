@@ -5,6 +5,8 @@ import {
   createLogger,
   createServiceGrpcServer,
   loadConfig,
+  startTracing,
+  tracingSettings,
   type ConfigShape,
   type Logger,
 } from '@svc/platform';
@@ -148,6 +150,9 @@ export async function runTarget(target: Target, options: RunOptions = {}): Promi
   });
 
   try {
+    // First, so it closes last: the spans of everything that stops are exported before the process ends.
+    const tracing = startTracing(tracingSettings(runtime, target.name));
+    if (tracing.enabled) closers.push({ name: 'tracing', close: tracing.shutdown });
     const needs = new Set<Dependency>(target.modules.flatMap((module) => module.needs));
     const dependencies: { -readonly [K in Dependency]?: SharedDependencies[K] } = { ...options.provided };
     for (const provided of Object.keys(options.provided ?? {})) needs.delete(provided as Dependency);

@@ -18,3 +18,4 @@ export {
 export { freePort } from './ports.js';
 export { sampleValue, scrape } from './metrics.js';
 export { selfSignedCertificate } from './tls.js';
+export { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';

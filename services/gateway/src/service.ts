@@ -9,6 +9,7 @@ import { healthRoutes } from './http/health-routes.js';
 import { openApiRoute } from './http/openapi-route.js';
 import { securityHeaders } from './http/security-headers.js';
 import { assignRequestId, bindRequestContext } from './http/request-context.js';
+import { traceRequests } from './http/request-span.js';
 import type { KeyServiceClient } from './key-service-client.js';
 import { GatewayMetrics } from './observability/gateway-metrics.js';
 import type { CompletionBackend } from './v1/completion-backend.js';
@@ -99,9 +100,10 @@ export function buildGatewayApp(ports: GatewayPorts): Express {
     keyService.getJwks({}, { timeoutMs: config.READINESS_TIMEOUT }),
   );
 
-  // The logging context is bound once here for everything after it (each binding costs on every call); the
-  // routers bind it again only after reading a body, whose stream events fire outside it.
-  app.use(securityHeaders(), assignRequestId(), logRequests(logger), bindRequestContext());
+  // The logging context and the request's span are bound once here for everything after it (each binding
+  // costs on every call); the routers bind them again only after reading a body, whose stream events fire
+  // outside them.
+  app.use(securityHeaders(), assignRequestId(), logRequests(logger), traceRequests(), bindRequestContext());
   // The document of the two surfaces below (an extension of docs/api.md): public, cacheable.
   app.use(openApiRoute({ publicUrl: config.PUBLIC_URL }));
   app.use(

@@ -86,6 +86,8 @@ export const env = {
       },
     ),
   port: (o: Common<number>) => field(o.doc, integer(0, 65_535), o),
+  ratio: (o: Common<number>) =>
+    field(o.doc, zodConvert(z.coerce.number().min(0).max(1), 'a number from 0 to 1'), o),
   bool: (o: Common<boolean>) =>
     field(
       o.doc,

@@ -1,4 +1,5 @@
 import { fromBinary, toBinary, type DescMessage, type MessageShape } from '@bufbuild/protobuf';
+import type { TraceHeaders } from '../tracing/index.js';
 import { InvalidEventError } from './errors.js';
 import type { ReceivedEvent } from './event-bus.js';
 import type { EventTopic } from './topic.js';
@@ -16,6 +17,8 @@ export interface EventRecord {
   readonly eventId: string;
   readonly typeName: string;
   readonly requestId: string | undefined;
+  /** The trace the publisher was in (W3C `traceparent`, `tracestate`), for the consumer to continue. */
+  readonly trace: TraceHeaders;
   readonly payload: Uint8Array;
 }
 
@@ -25,6 +28,7 @@ export interface IncomingRecord {
   readonly eventId: string | undefined;
   readonly typeName: string | undefined;
   readonly requestId: string | undefined;
+  readonly trace?: TraceHeaders;
   readonly payload: Uint8Array;
   readonly publishedAt: Date;
 }
@@ -35,6 +39,7 @@ export function encodeEvent<Desc extends DescMessage>(
   topic: EventTopic<Desc>,
   message: MessageShape<Desc>,
   requestId: string | undefined,
+  trace: TraceHeaders = {},
 ): EventRecord {
   const typeName = topic.schema.typeName;
   // Type-erased callers (an outbox relay, say) could hand over any message; catch it here, not in every consumer.
@@ -53,6 +58,7 @@ export function encodeEvent<Desc extends DescMessage>(
     eventId,
     typeName,
     requestId: requestId || undefined,
+    trace,
     payload: toBinary(topic.schema, message),
   };
 }
@@ -84,6 +90,7 @@ export function decodeRecord<Desc extends DescMessage>(
     key: record.key || topic.key(message),
     typeName,
     requestId: record.requestId || undefined,
+    trace: record.trace ?? {},
     publishedAt: record.publishedAt,
   };
 }

@@ -1,8 +1,16 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import { withRequestContext, type Logger } from '../logging/index.js';
+import {
+  REQUEST_ID_ATTRIBUTE,
+  SpanKind,
+  SpanStatusCode,
+  startSpan,
+  traceContextOf,
+  withSpan,
+} from '../tracing/index.js';
 import type { DecodedEvent } from './codec.js';
-import type { EventHandler } from './event-bus.js';
+import type { EventHandler, ReceivedEvent } from './event-bus.js';
 import { retryDelayMs, type RetryPolicy } from './retry-policy.js';
 
 export type EventBusLogger = Pick<Logger, 'debug' | 'info' | 'warn' | 'error'>;
@@ -36,10 +44,7 @@ export async function deliverWithRetry<M>(
   for (let attempt = 1; ; attempt += 1) {
     if (context.signal.aborted) return false;
     try {
-      const received = { ...event, attempt };
-      await (event.requestId
-        ? withRequestContext({ requestId: event.requestId }, () => handler(received))
-        : handler(received));
+      await handleInSpan(handler, { ...event, attempt }, context.group);
       return true;
     } catch (error) {
       const retryInMs = retryDelayMs(context.retry, attempt);
@@ -58,6 +63,41 @@ export async function deliverWithRetry<M>(
       );
       await waitToRetry(retryInMs, context);
     }
+  }
+}
+
+/**
+ * One handling of an event, in a consumer span that continues the publisher's trace, and in the request
+ * context of the call that caused it.
+ */
+async function handleInSpan<M>(
+  handler: EventHandler<M>,
+  event: ReceivedEvent<M>,
+  group: string,
+): Promise<void> {
+  const span = startSpan(`process ${event.topic}`, {
+    kind: SpanKind.CONSUMER,
+    parent: traceContextOf(event.trace ?? {}),
+    attributes: {
+      'messaging.operation.type': 'process',
+      'messaging.destination.name': event.topic,
+      'messaging.consumer.group.name': group,
+      'messaging.message.id': event.eventId,
+      'svc.delivery_attempt': event.attempt,
+      ...(event.requestId ? { [REQUEST_ID_ATTRIBUTE]: event.requestId } : {}),
+    },
+  });
+  try {
+    await withSpan(span, () =>
+      event.requestId
+        ? withRequestContext({ requestId: event.requestId }, () => handler(event))
+        : handler(event),
+    );
+  } catch (error) {
+    span.setStatus({ code: SpanStatusCode.ERROR });
+    throw error;
+  } finally {
+    span.end();
   }
 }
 

@@ -1,4 +1,5 @@
 import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
+import type { TraceHeaders } from '../tracing/index.js';
 import type { EventTopic } from './topic.js';
 
 /** One event as a consumer receives it. */
@@ -11,6 +12,8 @@ export interface ReceivedEvent<M> {
   readonly typeName: string;
   /** The request that caused the event, for log correlation; handlers run inside its request context. */
   readonly requestId: string | undefined;
+  /** The trace the publisher was in; the handler runs in a span that continues it. */
+  readonly trace?: TraceHeaders;
   readonly publishedAt: Date;
   /** 1 on the first delivery to this consumer, counting up while the handler keeps failing. */
   readonly attempt: number;
@@ -25,6 +28,8 @@ export type EventHandler<M> = (event: ReceivedEvent<M>) => Promise<void>;
 export interface PublishOptions {
   /** Defaults to the request id of the current request context. */
   readonly requestId?: string;
+  /** The trace the event belongs to; defaults to the current span's. */
+  readonly trace?: TraceHeaders;
 }
 
 export interface EventToPublish<Desc extends DescMessage> extends PublishOptions {

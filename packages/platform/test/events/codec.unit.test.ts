@@ -46,6 +46,7 @@ describe('event codec', () => {
       eventId: 'evt-1',
       typeName: 'google.protobuf.Struct',
       requestId: 'req-1',
+      trace: {},
       payload: toBinary(StructSchema, message),
     });
     expect(encodeEvent(topic, message, '').requestId).toBeUndefined();

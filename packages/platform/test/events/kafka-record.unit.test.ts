@@ -63,6 +63,7 @@ describe('Kafka record mapping', () => {
       eventId: 'evt-42',
       typeName: 'google.protobuf.Struct',
       requestId: 'req-3',
+      trace: {},
       payload: expect.any(Buffer),
       publishedAt: new Date(1_700_000_000_000),
     });

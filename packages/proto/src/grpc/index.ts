@@ -8,7 +8,13 @@ export {
   type ServerCredentials,
 } from './tls.js';
 export { GrpcStatus, isRpcError, METADATA, RpcError, type ErrorDetails } from './errors.js';
-export { DEFAULT_MAX_MESSAGE_BYTES, GrpcServer, type EndedCall, type GrpcServerOptions } from './server.js';
+export {
+  DEFAULT_MAX_MESSAGE_BYTES,
+  GrpcServer,
+  type CallScope,
+  type EndedCall,
+  type GrpcServerOptions,
+} from './server.js';
 export type {
   CallAuthenticator,
   CallContext,

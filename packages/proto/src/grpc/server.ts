@@ -24,8 +24,16 @@ export interface GrpcServerOptions {
   mapError?: (error: unknown) => RpcError | undefined;
   /** Told about every error that was not an RpcError (a bug or an outage): the caller only sees INTERNAL. */
   onUnexpectedError?: (error: unknown, context: CallContext) => void;
-  /** Runs every handler inside this wrapper, e.g. to bind the request id to a logging context. */
+  /**
+   * Runs every handler inside this wrapper, e.g. to bind the request id to a logging context; a streamed
+   * answer is read inside it too, so a generator handler's body runs in the context.
+   */
   runInContext?: <T>(context: CallContext, handler: () => T) => T;
+  /**
+   * Opens a scope for every call a handler takes (a trace span): the handler runs inside it, like
+   * `runInContext`, and it hears the status the caller got.
+   */
+  openCallScope?: (context: CallContext) => CallScope;
   credentials?: grpc.ServerCredentials;
   channelOptions?: grpc.ChannelOptions;
   /**
@@ -37,6 +45,12 @@ export interface GrpcServerOptions {
   onRefused?: (error: unknown, call: CallCredentials) => void;
   /** Told once about every call of an added service as it ends, refused and cancelled ones too (metrics). */
   onCallEnd?: (call: EndedCall) => void;
+}
+
+/** What `openCallScope` opens for one call. */
+export interface CallScope {
+  run<T>(handler: () => T): T;
+  end(code: GrpcStatus): void;
 }
 
 /** How one call ended, as `onCallEnd` hears it. */
@@ -184,13 +198,23 @@ export class GrpcServer {
         abort.abort(new RpcError(GrpcStatus.CANCELLED, 'call cancelled by the caller')),
       );
       const context = contextOf(method, call, abort.signal, caller);
-      const invoke = () => handler(input, context);
-      const result = this.options.runInContext ? this.options.runInContext(context, invoke) : invoke();
+      const scope = this.options.openCallScope?.(context);
+      const runInContext = this.options.runInContext;
+      const within = <T>(work: () => T): T => {
+        const inContext = runInContext ? () => runInContext(context, work) : work;
+        return scope ? scope.run(inContext) : inContext();
+      };
+      const result = within(() => handler(input, context));
+      const streamed = method.methodKind === 'server_streaming' || method.methodKind === 'bidi_streaming';
       return {
         context,
-        result,
+        result:
+          streamed && (runInContext || scope)
+            ? iterateWithin(result as AsyncIterable<unknown>, within)
+            : result,
         done: (code) => {
           this.liveCalls.delete(abort);
+          scope?.end(code);
           end(code);
         },
       };
@@ -371,6 +395,26 @@ function contextOf(
     signal,
     peer: call.getPeer(),
     ...(caller === undefined ? {} : { caller }),
+  };
+}
+
+/**
+ * A streamed answer read inside `within`: a generator handler's body runs on each `next()`, not when it
+ * is called, so each step is taken in the call's context (its request id, its trace span).
+ */
+function iterateWithin(
+  answer: AsyncIterable<unknown>,
+  within: <T>(work: () => T) => T,
+): AsyncIterable<unknown> {
+  return {
+    [Symbol.asyncIterator]() {
+      const iterator = within(() => answer[Symbol.asyncIterator]());
+      return {
+        next: () => within(() => iterator.next()),
+        return: (value?: unknown) =>
+          within(() => iterator.return?.(value) ?? Promise.resolve({ done: true as const, value })),
+      };
+    },
   };
 }
 

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { withRequestContext } from '@svc/platform';
+import { withRequestContext, withSpan } from '@svc/platform';
 import type { RequestHandler, Response } from 'express';
+import { requestSpanOf } from './request-span.js';
 
 // A caller's id is kept only when it is short and plain, so it cannot smuggle anything into logs or metadata.
 const ACCEPTED_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -22,12 +23,16 @@ export function requestIdOf(res: Response): string | undefined {
 }
 
 /**
- * Runs the rest of the request in its logging context, so log lines and gRPC calls carry the id. Mount it
- * again after body parsing: the body's stream events fire outside any context the request entered earlier.
+ * Runs the rest of the request in its logging context and its span (`traceRequests`), so log lines and
+ * gRPC calls carry the id and the trace. Mount it again after body parsing: the body's stream events fire
+ * outside any context the request entered earlier.
  */
 export function bindRequestContext(): RequestHandler {
   return (_req, res, next) => {
     const requestId = requestIdOf(res) ?? randomUUID();
-    withRequestContext({ requestId }, () => next());
+    const span = requestSpanOf(res);
+    const inRequestContext = () => withRequestContext({ requestId }, () => next());
+    if (span) withSpan(span, inRequestContext);
+    else inRequestContext();
   };
 }

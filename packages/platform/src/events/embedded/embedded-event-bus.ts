@@ -1,5 +1,6 @@
 import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
 import { currentRequestId } from '../../logging/index.js';
+import { currentTraceHeaders } from '../../tracing/index.js';
 import { decodeRecord, encodeEvent, type DecodedEvent } from '../codec.js';
 import { deliverWithRetry, silentLogger, type EventBusLogger } from '../delivery.js';
 import { EventBusClosedError, InvalidEventError } from '../errors.js';
@@ -99,7 +100,12 @@ export class EmbeddedEventBus implements EventBus {
     this.#assertOpen('publish');
     // Encode everything first: a batch with one bad event publishes nothing.
     const records = events.map((event) =>
-      encodeEvent(topic, event.message, event.requestId ?? currentRequestId()),
+      encodeEvent(
+        topic,
+        event.message,
+        event.requestId ?? currentRequestId(),
+        event.trace ?? currentTraceHeaders(),
+      ),
     );
     const state = this.#topicState(topic);
     if (this.#outage) {

@@ -1,6 +1,7 @@
 import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
 import kafkajs, { type Admin, type Producer } from 'kafkajs';
 import { currentRequestId } from '../../logging/index.js';
+import { currentTraceHeaders } from '../../tracing/index.js';
 import { waitAtMost } from '../../lifecycle/wait-at-most.js';
 import { encodeEvent } from '../codec.js';
 import { silentLogger, type EventBusLogger } from '../delivery.js';
@@ -153,7 +154,14 @@ export class KafkaEventBus implements EventBus {
   ): Promise<void> {
     this.#assertOpen('publish');
     const messages = events.map((event) =>
-      toKafkaMessage(encodeEvent(topic, event.message, event.requestId ?? currentRequestId())),
+      toKafkaMessage(
+        encodeEvent(
+          topic,
+          event.message,
+          event.requestId ?? currentRequestId(),
+          event.trace ?? currentTraceHeaders(),
+        ),
+      ),
     );
     if (messages.length === 0) return;
     const send = this.#sendInTurn(topic.name, messages.length, () =>

@@ -1,5 +1,6 @@
 import type { IHeaders, KafkaMessage, Message } from 'kafkajs';
 import { EVENT_HEADERS, type EventRecord, type IncomingRecord } from '../codec.js';
+import { TRACE_HEADERS, type TraceHeaders } from '../../tracing/index.js';
 import { InvalidEventError } from '../errors.js';
 
 /** The Kafka record of an event: the event key is the record key, so the partitioner keeps a key on one partition. */
@@ -9,6 +10,7 @@ export function toKafkaMessage(record: EventRecord): Message {
     [EVENT_HEADERS.eventType]: record.typeName,
   };
   if (record.requestId) headers[EVENT_HEADERS.requestId] = record.requestId;
+  for (const name of TRACE_HEADERS) if (record.trace[name]) headers[name] = record.trace[name];
   const { payload } = record;
   return {
     key: record.key,
@@ -27,9 +29,19 @@ export function fromKafkaMessage(topic: string, message: KafkaMessage): Incoming
     eventId: headerText(headers, EVENT_HEADERS.eventId),
     typeName: headerText(headers, EVENT_HEADERS.eventType),
     requestId: headerText(headers, EVENT_HEADERS.requestId),
+    trace: traceOf(headers),
     payload: message.value,
     publishedAt: new Date(Number(message.timestamp)),
   };
+}
+
+function traceOf(headers: IHeaders): TraceHeaders {
+  const trace: TraceHeaders = {};
+  for (const name of TRACE_HEADERS) {
+    const value = headerText(headers, name);
+    if (value) trace[name] = value;
+  }
+  return trace;
 }
 
 // Kafka allows a header to repeat; the first value is the one the producer set.
