@@ -21,4 +21,9 @@ export class Remembered<T> {
     }
     return this.#entry.value;
   }
+
+  /** Drops what is remembered: the next caller reads again. */
+  forget(): void {
+    this.#entry = undefined;
+  }
 }

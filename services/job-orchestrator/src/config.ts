@@ -177,7 +177,7 @@ export const jobOrchestratorConfigShape = {
     default: '1s',
   }),
   CHAIN_CACHE_TTL: env.durationMs({
-    doc: "How long model fees, names and JobRegistry's pause flag are remembered between chain reads.",
+    doc: 'How long the configured models and an unpaused JobRegistry are remembered between chain reads (a pause is read again on every call, so calls resume the moment it is lifted; a fee is read on every call).',
     default: '5s',
   }),
   ...serviceTokenSettings,

@@ -244,6 +244,7 @@ async function startSteps(
       pendingStop.abort(new Error('the worker is stopping'));
       await scheduler.abort();
       await Promise.all(pendingRuns);
+      await follower.settled();
       await earnings.stop();
       await link?.stop();
       await workerChain.close();

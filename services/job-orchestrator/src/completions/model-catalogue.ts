@@ -12,8 +12,10 @@ export interface ConfiguredModel {
 
 /**
  * The models the service can run: configured and enabled on JobRegistry, and served by at least one
- * worker heartbeating now. The model list and the pause flag are remembered for `cacheTtlMs`; a model's
- * fee is read on every call (it is what the gateway reserves and the job is submitted with).
+ * worker heartbeating now. The model list and an unpaused JobRegistry are remembered for `cacheTtlMs` (a
+ * pause missed meanwhile still stops the submission: it reverts in simulation, before anything is signed);
+ * a pause is re-read on every call, so calls resume the moment JobRegistry is unpaused. A model's fee is
+ * read on every call (it is what the gateway reserves and the job is submitted with).
  */
 export class ModelCatalogue {
   readonly #configured: Remembered<ConfiguredModel[]>;
@@ -43,8 +45,10 @@ export class ModelCatalogue {
     return { name, modelId, fee };
   }
 
-  isPaused(): Promise<boolean> {
-    return this.#paused.get();
+  async isPaused(): Promise<boolean> {
+    const paused = await this.#paused.get();
+    if (paused) this.#paused.forget();
+    return paused;
   }
 
   async #readConfigured(): Promise<ConfiguredModel[]> {

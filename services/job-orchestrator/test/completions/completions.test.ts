@@ -367,12 +367,12 @@ describe('refusals before anything is spent', () => {
     expect(next.service!.sessionId).toBe(opened.sessionId);
   });
 
-  it('not_configured while JobRegistry is paused', async () => {
+  it('not_configured while JobRegistry is paused, and served again the moment it is unpaused', async () => {
     const wallet = await stack.payingWallet();
     const registry = connectJobRegistry(devnet().deployment.jobRegistryAddress, devnet().wallet(0));
     await (await registry.pause()).wait();
     try {
-      // The pause flag is cached for CHAIN_CACHE_TTL (5 s by default).
+      // An unpaused JobRegistry is remembered for CHAIN_CACHE_TTL (5 s by default).
       await waitUntil(
         async () => failureOf(await stack.complete(wallet.address, 'paused?')),
         (failure) => failure?.error?.code === 'not_configured',
@@ -381,6 +381,8 @@ describe('refusals before anything is spent', () => {
     } finally {
       await (await registry.unpause()).wait();
     }
+    // A pause is not remembered: the next call reads the flag again.
+    expect(completionOf(await stack.complete(wallet.address, 'unpaused?'))).toBeDefined();
   });
 
   it('not_configured when completions are switched off in config', async () => {

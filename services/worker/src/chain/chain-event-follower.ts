@@ -42,6 +42,8 @@ export class ChainEventFollower {
   readonly #options: ChainEventFollowerOptions;
   readonly #worker: string;
   readonly #inFlight = new Map<number, number>();
+  /** The handlers' work still running, each with the cursor save that follows it. */
+  readonly #handling = new Set<Promise<void>>();
   #cursor: ProtocolLogCursor | undefined;
   #timer: NodeJS.Timeout | undefined;
   #polling: Promise<void> | undefined;
@@ -65,11 +67,20 @@ export class ChainEventFollower {
     this.#schedule(0);
   }
 
-  /** Stops reading; work already handed to the handlers goes on. */
+  /** Stops reading; work already handed to the handlers goes on (`settled` waits for it). */
   async stop(): Promise<void> {
     this.#stopped = true;
     if (this.#timer) clearTimeout(this.#timer);
     await this.#polling;
+  }
+
+  /**
+   * Resolves once the work handed to the handlers has ended and the cursor it moved is saved, so a
+   * stopped worker writes nothing more to its data folder.
+   */
+  async settled(): Promise<void> {
+    while (this.#handling.size > 0) await Promise.all([...this.#handling]);
+    await this.#persisting.catch(() => {});
   }
 
   /** Reads and dispatches every confirmed batch available now (tests call it to step the follower). */
@@ -125,18 +136,20 @@ export class ChainEventFollower {
 
   #track(blockNumber: number, work: Promise<void>): void {
     this.#inFlight.set(blockNumber, (this.#inFlight.get(blockNumber) ?? 0) + 1);
-    void work
+    const handled = work
       .catch((error: unknown) =>
         this.#options.logger.error({ err: error, blockNumber }, 'chain event handling failed'),
       )
-      .finally(() => {
+      .then(() => {
         const left = (this.#inFlight.get(blockNumber) ?? 1) - 1;
         if (left > 0) this.#inFlight.set(blockNumber, left);
         else this.#inFlight.delete(blockNumber);
-        void this.#persist().catch((error: unknown) =>
+        return this.#persist().catch((error: unknown) =>
           this.#options.logger.warn({ err: error }, 'saving the chain cursor failed'),
         );
-      });
+      })
+      .finally(() => this.#handling.delete(handled));
+    this.#handling.add(handled);
   }
 
   /** Writes one at a time, each with the newest position, so an older one never lands last. */
