@@ -267,10 +267,12 @@ export async function startCompletionStack(
       closeClient(client);
       if (settler) closeClient(settler);
       if (settlerAsOrchestrator) closeClient(settlerAsOrchestrator);
-      await Promise.all(workers.map((worker) => worker.stop()));
+      // Everything is stopped even when a worker's stop fails, so a failure never leaves a replica running.
+      const stopped = await Promise.allSettled(workers.map((worker) => worker.stop()));
       await running.stop();
       await settling?.stop();
       await bus.close();
+      for (const result of stopped) if (result.status === 'rejected') throw result.reason;
     },
   };
   return stack;
