@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { closeClient, createClient, type GrpcServer, type ServiceImpl } from '@svc/proto';
+import { closeClient, createClient, type ServiceImpl } from '@svc/proto';
 import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
 import { startOtlpReceiver, waitFor, type OtlpReceiver, type ReceivedSpan } from '@svc/testkit';
@@ -48,7 +48,8 @@ async function inSpan<T>(name: string, work: () => Promise<T>): Promise<{ span: 
   }
 }
 
-async function settlerServer(seen: TraceHeaders[]): Promise<{ server: GrpcServer; address: string }> {
+/** A settler whose every method records the trace headers it runs under, and a client of it. */
+async function tracedSettler(seen: TraceHeaders[]) {
   const handlers = new Proxy(
     {},
     {
@@ -59,7 +60,19 @@ async function settlerServer(seen: TraceHeaders[]): Promise<{ server: GrpcServer
     },
   ) as ServiceImpl<(typeof PaymentSettler)['method']>;
   const server = createServiceGrpcServer(logger).add(PaymentSettler, handlers, { open: true });
-  return { server, address: `127.0.0.1:${await server.listen('127.0.0.1:0')}` };
+  const address = `127.0.0.1:${await server.listen('127.0.0.1:0')}`;
+  const client = createClient(
+    PaymentSettler,
+    address,
+    serviceClientOptions({ identity, audience: 'payment-settler' }),
+  );
+  return {
+    client,
+    async close(): Promise<void> {
+      closeClient(client);
+      await server.shutdown(100);
+    },
+  };
 }
 
 describe('the tracing settings', () => {
@@ -112,20 +125,14 @@ describe('with no OTLP endpoint', () => {
     });
     expect(tracing.enabled).toBe(false);
     const seen: TraceHeaders[] = [];
-    const { server, address } = await settlerServer(seen);
-    const client = createClient(
-      PaymentSettler,
-      address,
-      serviceClientOptions({ identity, audience: 'payment-settler' }),
-    );
+    const { client, close } = await tracedSettler(seen);
     try {
       const { span } = await inSpan('caller', () => client.verifyPayment({ model: 'm' }));
       expect(span.isRecording()).toBe(false);
       expect(currentTraceHeaders()).toEqual({});
       expect(seen).toEqual([{}]);
     } finally {
-      closeClient(client);
-      await server.shutdown(100);
+      await close();
     }
   });
 });
@@ -164,12 +171,7 @@ describe('with an OTLP endpoint', () => {
 
   it('puts traceparent in the metadata of a call, and opens the server span as a child of the caller', async () => {
     const seen: TraceHeaders[] = [];
-    const { server, address } = await settlerServer(seen);
-    const client = createClient(
-      PaymentSettler,
-      address,
-      serviceClientOptions({ identity, audience: 'payment-settler' }),
-    );
+    const { client, close } = await tracedSettler(seen);
     try {
       const { span } = await inSpan('caller', () => client.verifyPayment({ model: 'm' }));
       const { traceId, spanId } = span.spanContext();
@@ -194,8 +196,7 @@ describe('with an OTLP endpoint', () => {
       // The service token of the call is nowhere on the span.
       expect(JSON.stringify(serverSpan)).not.toMatch(/bearer|eyJ/i);
     } finally {
-      closeClient(client);
-      await server.shutdown(100);
+      await close();
     }
   });
 
