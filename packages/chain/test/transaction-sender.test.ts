@@ -8,6 +8,7 @@ import {
   BlobFeeTooHighError,
   ContractRevertError,
   InMemorySentTransactionJournal,
+  provingBlobSidecarOf,
   OperatorLanes,
   TransactionSender,
   blobSidecarOf,
@@ -171,6 +172,39 @@ describe('TransactionSender', () => {
     const parsed = Transaction.from(told[0]!.signedTransaction);
     expect(parsed.hash).toBe(told[0]!.hash);
     expect(parsed.blobs).toBeNull();
+    await store.close();
+  });
+
+  it('hands a blob transaction out signed before its proof exists, and records and broadcasts it with the proof', async () => {
+    const { wallet, provider } = devnet();
+    const blob = wallet(5);
+    const store = new MemoryStore();
+    const journal = new InMemorySentTransactionJournal();
+    const sender = senderOf({ plain: [wallet(4)], blob: [blob] }, store.nonces, journal);
+    const proving = await provingBlobSidecarOf(toUtf8Bytes('signed before proved'));
+    let proved!: (proof: Uint8Array) => void;
+    const told: string[] = [];
+    const sending = sender.send({
+      to: blob.address,
+      blobs: [{ ...proving, proof: new Promise<Uint8Array>((resolve) => (proved = resolve)) }],
+      onSigned: (signed) => told.push(signed.hash),
+    });
+    await waitUntil(
+      async () => told.length,
+      (count) => count > 0,
+      { what: 'onSigned told', timeoutMs: 10_000 },
+    );
+    // Signed and told, yet neither recorded nor sent: the proof is still to come.
+    const nonce = await provider.getTransactionCount(blob.address, 'pending');
+    expect(await journal.atNonce(blob.address, nonce)).toEqual([]);
+    expect(await provider.getTransaction(told[0]!)).toBeNull();
+    proved(await proving.proof);
+    const mined = await sending;
+    expect(mined.receipt.hash).toBe(told[0]);
+    expect((await journal.atNonce(blob.address, mined.nonce)).map((record) => record.hash)).toEqual([
+      told[0],
+    ]);
+    expect(mined.receipt.blobGasUsed).toBe(131_072n);
     await store.close();
   });
 

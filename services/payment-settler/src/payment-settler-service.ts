@@ -182,7 +182,6 @@ function broadcastMessage(broadcast: SettlementBroadcast) {
     txHash: { hex: broadcast.txHash },
     signedTransaction: getBytes(broadcast.signedTransaction),
     kzgCommitment: broadcast.kzgCommitment,
-    kzgProof: broadcast.kzgProof,
     amountWei: { decimal: broadcast.amount },
   };
 }

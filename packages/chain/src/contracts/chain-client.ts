@@ -158,6 +158,7 @@ export function connectChain(endpoint: ChainEndpoint): { provider: JsonRpcProvid
   const provider = new JsonRpcProvider(endpoint.rpcUrl, network, {
     staticNetwork: network,
     cacheTimeout: -1,
+    batchStallTime: 0,
   });
   const client = new ChainClient({
     provider,

@@ -8,6 +8,7 @@ import {
   type TransactionRequest,
 } from 'ethers';
 import type { BlobSidecar } from '../blob/kzg.js';
+import type { ProvingBlobSidecar } from '../blob/kzg-thread.js';
 import { kzg } from '../blob/kzg.js';
 import type { TransactionFees } from './fees.js';
 import type { SendingAccount, TransactionLane } from './operator-lanes.js';
@@ -19,7 +20,8 @@ export interface TransactionBody {
   readonly data: string;
   readonly value: bigint;
   readonly gasLimit: bigint;
-  readonly blobs: readonly BlobSidecar[];
+  /** A blob's proof may still be computing when the body is built (it is awaited after signing). */
+  readonly blobs: readonly (BlobSidecar | ProvingBlobSidecar)[];
 }
 
 export interface SignedAttempt {
@@ -42,8 +44,11 @@ export async function signRecordBroadcast(
   body: TransactionBody,
   fees: TransactionFees,
   meta: { lane: TransactionLane; purpose: SentTransactionRecord['purpose']; replaces: string | null },
-  /** Told once the attempt is signed and recorded, just before its broadcast. */
-  onRecorded?: (signed: { hash: string; signedTransaction: string }) => void,
+  /**
+   * Told once the attempt is signed, before its blobs' proofs are awaited and before it is recorded and
+   * broadcast: the fast path hands it to its worker then (the signature covers only the blobs' hashes).
+   */
+  onSigned?: (signed: { hash: string; signedTransaction: string }) => void,
 ): Promise<SignedAttempt> {
   const request: TransactionRequest = {
     type: body.blobs.length > 0 ? 3 : 2,
@@ -57,7 +62,10 @@ export async function signRecordBroadcast(
     maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
   };
   if (body.blobs.length > 0) request.maxFeePerBlobGas = fees.maxFeePerBlobGas;
-  const { rawTransaction, hash, signedTransaction } = await signTransaction(account, request, body.blobs);
+  const signed = await signTransaction(account, request, body.blobs);
+  onSigned?.({ hash: signed.hash, signedTransaction: signed.signedTransaction });
+  const { hash, signedTransaction } = signed;
+  const rawTransaction = await signed.rawTransaction;
   const record: SentTransactionRecord = {
     account: account.address,
     nonce,
@@ -73,22 +81,22 @@ export async function signRecordBroadcast(
     signedAtMs: Date.now(),
   };
   await context.journal.record(record);
-  onRecorded?.({ hash, signedTransaction });
   return { record, signedTransaction, outcome: await broadcast(context.provider, rawTransaction) };
 }
 
 /**
- * Signs a transaction and returns its network form and hash. A blob transaction signed by a local key
- * takes the cheap path: the signature covers only the blobs' versioned hashes, so the transaction is
- * signed and hashed without its sidecar, and the sidecar is appended as bytes. ethers' own path
- * hex-encodes and RLP-encodes the 128 KiB blob as strings, then the result has to be parsed again for
- * its hash: about 70 ms a blob here, against about 2 ms.
+ * Signs a transaction: its hash and signed form at once, its network form (`rawTransaction`) once its
+ * blobs' proofs are ready. A blob transaction signed by a local key takes the cheap path: the signature
+ * covers only the blobs' versioned hashes, so the transaction is signed and hashed without its sidecar
+ * (before the proofs exist), and the sidecar is appended as bytes. ethers' own path hex-encodes and
+ * RLP-encodes the 128 KiB blob as strings, then the result has to be parsed again for its hash: about
+ * 70 ms a blob here, against about 2 ms.
  */
 export async function signTransaction(
   account: SendingAccount,
   request: TransactionRequest,
-  blobs: readonly BlobSidecar[],
-): Promise<{ rawTransaction: string; hash: string; signedTransaction: string }> {
+  blobs: readonly (BlobSidecar | ProvingBlobSidecar)[],
+): Promise<{ rawTransaction: Promise<string>; hash: string; signedTransaction: string }> {
   const signingKey = (account as Partial<BaseWallet>).signingKey;
   if (blobs.length > 0 && signingKey instanceof SigningKey) {
     const tx = Transaction.from({
@@ -96,15 +104,15 @@ export async function signTransaction(
       blobVersionedHashes: blobs.map((blob) => blob.versionedHash),
     } as TransactionLike<string>);
     tx.signature = signingKey.sign(tx.unsignedHash);
-    return {
-      rawTransaction: withSidecar(tx.serialized, blobs),
-      hash: tx.hash!,
-      signedTransaction: tx.serialized,
-    };
+    const serialized = tx.serialized;
+    const rawTransaction = provenSidecars(blobs).then((proven) => withSidecar(serialized, proven));
+    rawTransaction.catch(() => undefined); // awaited by the caller, unless it stops first
+    return { rawTransaction, hash: tx.hash!, signedTransaction: serialized };
   }
+  const proven = await provenSidecars(blobs);
   const rawTransaction = await account.signTransaction(
-    blobs.length > 0
-      ? { ...request, blobs: blobs.map(({ data, commitment, proof }) => ({ data, commitment, proof })), kzg }
+    proven.length > 0
+      ? { ...request, blobs: proven.map(({ data, commitment, proof }) => ({ data, commitment, proof })), kzg }
       : request,
   );
   const parsed = Transaction.from(rawTransaction);
@@ -112,7 +120,16 @@ export async function signTransaction(
   // A signer other than a local key (a remote one) gives the network form: its sidecar-free form is
   // the parsed transaction with the blobs dropped.
   parsed.blobs = null;
-  return { rawTransaction, hash: parsed.hash, signedTransaction: parsed.serialized };
+  return {
+    rawTransaction: Promise.resolve(rawTransaction),
+    hash: parsed.hash,
+    signedTransaction: parsed.serialized,
+  };
+}
+
+/** The blobs with their proofs, once every one is computed. */
+function provenSidecars(blobs: readonly (BlobSidecar | ProvingBlobSidecar)[]): Promise<BlobSidecar[]> {
+  return Promise.all(blobs.map(async (blob) => ({ ...blob, proof: await blob.proof })));
 }
 
 /**

@@ -3,6 +3,7 @@ import type { JsonRpcProvider, TransactionReceipt, TransactionRequest } from 'et
 import type { NonceAllocator } from '@svc/platform';
 import { ContractRevertError, withDecodedRevert, type ContractError } from '@svc/contracts';
 import type { BlobSidecar } from '../blob/kzg.js';
+import type { ProvingBlobSidecar } from '../blob/kzg-thread.js';
 import { NonceTakenError, TransactionNotMinedError, TransactionRevertedError } from './errors.js';
 import { blobFeeCap, currentExecutionFees, replacementFees, type TransactionFees } from './fees.js';
 import { NonceGapRepair } from './nonce-gap-repair.js';
@@ -15,15 +16,19 @@ export interface TransactionIntent {
   readonly to: string;
   readonly data?: string;
   readonly value?: bigint;
-  /** Blobs make it a type-3 transaction sent from the blob lane. */
-  readonly blobs?: readonly BlobSidecar[];
+  /**
+   * Blobs make it a type-3 transaction sent from the blob lane. A blob's proof may still be computing: the
+   * transaction is simulated and signed on its commitment, and only its broadcast waits for the proof.
+   */
+  readonly blobs?: readonly (BlobSidecar | ProvingBlobSidecar)[];
   /** Skips the gas estimate; the call is still simulated with `eth_call`. */
   readonly gasLimit?: bigint;
   /**
-   * Told once, when the first attempt is signed and recorded in the journal, just before its broadcast:
-   * the fast path hands the signed submission to its worker then (docs/protocol.md, Starting before
-   * inclusion), so the worker's checks overlap the node's. From then on the send only ends mined, reverted
-   * or given up, never as a refusal.
+   * Told once, when the first attempt is signed, before its blobs' proofs are awaited and before it is
+   * recorded in the journal and broadcast: the fast path hands the signed submission to its worker then
+   * (docs/protocol.md, Starting before inclusion), so the worker's checks and first tokens overlap the
+   * proof, the broadcast and the node's checks. From then on the send only ends mined, reverted or given
+   * up (a submission never broadcast is given up like one never mined), never as a refusal.
    */
   readonly onSigned?: (signed: SignedTransaction) => void;
 }

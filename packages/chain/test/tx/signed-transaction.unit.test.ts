@@ -1,7 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
 import { Transaction, Wallet, type TransactionRequest } from 'ethers';
-import { blobSidecarOf } from '../../src/index.js';
+import { blobSidecarOf, MalformedBlobError } from '../../src/index.js';
+import { commitsTo, kzgThread, provingBlobSidecarOf } from '../../src/blob/kzg-thread.js';
 import { signTransaction } from '../../src/tx/signed-broadcast.js';
 import type { SendingAccount } from '../../src/tx/operator-lanes.js';
 
@@ -30,8 +31,11 @@ describe('signTransaction', () => {
     const blobs = [blobSidecarOf(randomBytes(40_000)), blobSidecarOf(randomBytes(10))];
     const fast = await signTransaction(wallet, request, blobs);
     const reference = await signTransaction(opaque, request, blobs);
-    expect(fast).toEqual(reference);
-    const parsed = Transaction.from(fast.rawTransaction);
+    expect({ ...fast, rawTransaction: await fast.rawTransaction }).toEqual({
+      ...reference,
+      rawTransaction: await reference.rawTransaction,
+    });
+    const parsed = Transaction.from(await fast.rawTransaction);
     expect(parsed.blobVersionedHashes).toEqual(blobs.map((blob) => blob.versionedHash));
     expect(parsed.from).toBe(wallet.address);
     expect(parsed.blobs?.map((blob) => blob.data)).toEqual(
@@ -48,7 +52,41 @@ describe('signTransaction', () => {
   it('signs a plain transaction as ethers does', async () => {
     const plain = { ...request, type: 2, maxFeePerBlobGas: undefined };
     const signed = await signTransaction(wallet, plain, []);
-    expect(signed.rawTransaction).toBe(await wallet.signTransaction(plain));
-    expect(signed.hash).toBe(Transaction.from(signed.rawTransaction).hash);
+    expect(await signed.rawTransaction).toBe(await wallet.signTransaction(plain));
+    expect(signed.hash).toBe(Transaction.from(await signed.rawTransaction).hash);
+  });
+
+  it('signs a blob whose proof is still computing, and gives its network form once the proof is there', async () => {
+    const payload = randomBytes(3_000);
+    const proving = await provingBlobSidecarOf(payload);
+    const complete = blobSidecarOf(payload);
+    // The commitment came from the KZG thread: the same as the calling thread's.
+    expect(Buffer.from(proving.commitment).equals(Buffer.from(complete.commitment))).toBe(true);
+    let proved!: (proof: Uint8Array) => void;
+    const late = { ...proving, proof: new Promise<Uint8Array>((resolve) => (proved = resolve)) };
+    const signed = await signTransaction(wallet, request, [late]);
+    const reference = await signTransaction(opaque, request, [complete]);
+    // Signed and hashed before the proof exists.
+    expect(signed.hash).toBe(reference.hash);
+    expect(signed.signedTransaction).toBe(reference.signedTransaction);
+    let networkForm: string | undefined;
+    void signed.rawTransaction.then((raw) => (networkForm = raw));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(networkForm).toBeUndefined();
+    proved(await proving.proof);
+    expect(await signed.rawTransaction).toBe(await reference.rawTransaction);
+  });
+});
+
+describe('the KZG thread', () => {
+  it('refuses a blob that is not canonical, and says whether a commitment is a blob’s', async () => {
+    const { data, commitment } = blobSidecarOf(randomBytes(100));
+    expect(await commitsTo(data, commitment)).toBe(true);
+    const other = blobSidecarOf(randomBytes(100));
+    expect(await commitsTo(data, other.commitment)).toBe(false);
+    expect(await commitsTo(data.subarray(1), commitment)).toBe(false);
+    const notCanonical = new Uint8Array(data.length).fill(0xff);
+    await expect(kzgThread.commitment(notCanonical)).rejects.toThrow(MalformedBlobError);
+    expect(await commitsTo(notCanonical, commitment)).toBe(false);
   });
 });

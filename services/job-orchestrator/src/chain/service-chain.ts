@@ -3,10 +3,10 @@ import {
   BlobFeeTooHighError,
   ContractRevertError,
   TransactionRevertedError,
-  blobSidecarOf,
+  provingBlobSidecarOf,
   chainTimeNow,
   decodeProtocolLog,
-  type BlobSidecar,
+  type ProvingBlobSidecar,
   type SignedTransaction,
   type ChainClient,
   type ContractError,
@@ -42,7 +42,7 @@ export interface SignedSubmission {
   readonly hash: string;
   /** The signed transaction without its sidecar, for the worker to check before inclusion. */
   readonly signedTransaction?: string;
-  readonly blob: BlobSidecar;
+  readonly blob: ProvingBlobSidecar;
   readonly landed: Promise<{ jobId: bigint; fee: bigint; tx: ServiceTransaction }>;
 }
 
@@ -103,10 +103,11 @@ export class ServiceChain {
     maxFee: bigint,
     promptWire: Uint8Array,
   ): Promise<SignedSubmission> {
-    // The read goes out first, so its round trip overlaps the blob's KZG commitment and proof (CPU).
+    // The read overlaps the blob's KZG commitment (on the KZG thread); the proof goes on computing there
+    // while the transaction is simulated, signed and handed to the worker, and only the broadcast waits for it.
     const nextJobId = this.reads.jobRegistry.nextJobId(sessionId);
     nextJobId.catch(() => undefined);
-    const blob = blobSidecarOf(promptWire);
+    const blob = await provingBlobSidecarOf(promptWire);
     const jobId = await nextJobId;
     let announce!: (attempt: SignedTransaction) => void;
     const signed = new Promise<SignedTransaction>((resolve) => (announce = resolve));
@@ -159,7 +160,7 @@ export class ServiceChain {
   }
 
   async reassignJob(jobId: bigint, sessionId: bigint, promptWire: Uint8Array): Promise<ServiceTransaction> {
-    const tx = await this.#send('reassignJob', [jobId, sessionId], [blobSidecarOf(promptWire)]);
+    const tx = await this.#send('reassignJob', [jobId, sessionId], [await provingBlobSidecarOf(promptWire)]);
     only(tx, 'JobReassigned');
     return tx;
   }
@@ -198,7 +199,7 @@ export class ServiceChain {
   async #send(
     method: string,
     args: readonly unknown[],
-    blobs?: readonly BlobSidecar[],
+    blobs?: readonly ProvingBlobSidecar[],
     onSigned?: (attempt: SignedTransaction) => void,
   ): Promise<ServiceTransaction> {
     const data = (this.reads.jobRegistry.interface as Interface).encodeFunctionData(method, args);

@@ -29,7 +29,6 @@ export interface BroadcastSettlement {
   /** The signed transaction without its blob sidecar. */
   readonly signedTransaction: Uint8Array;
   readonly kzgCommitment: Uint8Array;
-  readonly kzgProof: Uint8Array;
 }
 
 export type SettlementOutcome =
@@ -116,7 +115,6 @@ export class PerCallSettlement {
             fee: BigInt(broadcast.amountWei?.decimal ?? '0'),
             signedTransaction: broadcast.signedTransaction,
             kzgCommitment: broadcast.kzgCommitment,
-            kzgProof: broadcast.kzgProof,
           },
         };
       }

@@ -270,7 +270,6 @@ export class SubmittedJobRun {
         rawTransaction: handover.signedTransaction,
         blob: handover.blob,
         kzgCommitment: handover.kzgCommitment,
-        kzgProof: handover.kzgProof,
       },
     });
   }

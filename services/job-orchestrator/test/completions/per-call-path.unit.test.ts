@@ -28,7 +28,6 @@ const broadcast: SettlementOutcome = {
     fee: FEE,
     signedTransaction: new Uint8Array([3, 1, 2]),
     kzgCommitment: new Uint8Array(48).fill(4),
-    kzgProof: new Uint8Array(48).fill(5),
   },
 };
 const settled: SettlementOutcome = {
@@ -107,7 +106,6 @@ describe('the per-call path', () => {
       signedTransaction: new Uint8Array([3, 1, 2]),
       blob: encodeBlob(PROMPT_WIRE),
       kzgCommitment: new Uint8Array(48).fill(4),
-      kzgProof: new Uint8Array(48).fill(5),
     });
     expect(job.otherReplyKeys).toBeUndefined();
     // Asked first to answer at broadcast; the landing is asked after without it (a lost send is sent again

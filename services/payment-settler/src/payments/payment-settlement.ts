@@ -1,7 +1,7 @@
 import type { Interface, JsonRpcProvider } from 'ethers';
 import {
   blobFeeCap,
-  blobSidecarOf,
+  provingBlobSidecarOf,
   BlobFeeTooHighError,
   ContractRevertError,
   decodeProtocolLog,
@@ -37,7 +37,6 @@ export interface SettlementBroadcast {
   /** The signed transaction without its blob sidecar, hex. */
   readonly signedTransaction: string;
   readonly kzgCommitment: Uint8Array;
-  readonly kzgProof: Uint8Array;
   /** The fee the payment was verified for: what the settlement debits unless the fee changes first. */
   readonly amount: string;
 }
@@ -163,7 +162,8 @@ export class PaymentSettlement {
         },
       };
     const payer = record.authorization.payer;
-    const blob = blobSidecarOf(request.promptWire);
+    // The commitment off the event loop; the proof goes on computing while the transaction is signed.
+    const blob = await provingBlobSidecarOf(request.promptWire);
     let broadcast = false;
     try {
       if (request.maxFeePerBlobGas !== undefined && request.maxFeePerBlobGas < this.options.maxFeePerBlobGas)
@@ -178,7 +178,6 @@ export class PaymentSettlement {
           txHash: signed.hash.toLowerCase(),
           signedTransaction: signed.signedTransaction,
           kzgCommitment: blob.commitment,
-          kzgProof: blob.proof,
           amount: record.amount,
         });
       };

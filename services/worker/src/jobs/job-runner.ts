@@ -129,7 +129,7 @@ export class JobRunner {
       if (this.#pending.has(offer.jobId))
         throw new PendingJobRejectedError('bound_reached', 'already pending');
       // Mined already (or a job of that id exists): the chain's announcement runs it as usual. Read
-      // beside the checks' own reads and proof check, so the round trips overlap.
+      // beside the checks' own reads and commitment check, so the round trips overlap.
       const known = Promise.all([
         chain.getJob(offer.jobId),
         this.#options.journal.get(offer.jobId, offer.attempt),
@@ -178,13 +178,14 @@ export class JobRunner {
   ): Promise<JobOutcome> {
     const { chain, logger: parent } = this.#options;
     const logger = parent.child({ jobId: target.jobId.toString(), attempt: 1, pending: true });
-    const [startBlock, chainNow] = await Promise.all([
-      chain.provider.getBlockNumber(),
-      chainTimeNow(chain.provider),
-    ]);
+    // Generation starts at once; the block and the chain's clock (where the bounds count from) are read
+    // meanwhile.
+    const startBlock = chain.provider.getBlockNumber();
+    const forgetAt = chainTimeNow(chain.provider).then((chainNow) => chainNow + this.#bounds.keepSeconds);
+    // Awaited below (the clock by the answer's end): a failed read fails what awaits it, not the process.
+    startBlock.catch(() => undefined);
+    forgetAt.catch(() => undefined);
     const giveUp = new AbortController();
-    const landed = this.#awaitInclusion(target.jobId, startBlock, AbortSignal.any([signal, giveUp.signal]));
-    const forgetAt = chainNow + this.#bounds.keepSeconds;
     let answer: SignedFinalAnswer | undefined;
     const answering = this.#answer(
       { ...target, attempt: 1, deadline: forgetAt, pending: true },
@@ -197,7 +198,18 @@ export class JobRunner {
         return undefined;
       },
     );
-    const job = await landed;
+    let job: Job | undefined;
+    try {
+      job = await this.#awaitInclusion(
+        target.jobId,
+        await startBlock,
+        AbortSignal.any([signal, giveUp.signal]),
+      );
+    } catch (error) {
+      giveUp.abort(error);
+      await answering;
+      throw error;
+    }
     if (!job) {
       // Not mined within the bound: stop, report, keep any signed answer for a late landing of this blob.
       giveUp.abort(new Error('the job was not mined in time'));
@@ -392,7 +404,8 @@ export class JobRunner {
       jobId: bigint;
       attempt: number;
       sessionId: bigint;
-      deadline: number;
+      /** Awaited only once the answer is made (a pending job's is read while it generates). */
+      deadline: number | Promise<number>;
       promptBlobHash?: string;
       pending?: boolean;
     },
@@ -438,7 +451,7 @@ export class JobRunner {
       commitHash: streamed.commitMismatchedHash
         ? keccak256(toUtf8Bytes(`mismatched commitment of job ${target.jobId}`))
         : responseHashOf(frame),
-      deadline: target.deadline,
+      deadline: await target.deadline,
       committed: false,
       acknowledged: false,
       ...(target.promptBlobHash !== undefined ? { promptBlobHash: target.promptBlobHash } : {}),

@@ -1,4 +1,4 @@
-import { SessionState, verifyBlobProof, versionedHash, type Session } from '@svc/chain';
+import { SessionState, commitsTo, versionedHash, type Session } from '@svc/chain';
 import { jobRegistryInterface } from '@svc/contracts';
 import { Transaction } from 'ethers';
 
@@ -9,8 +9,8 @@ export interface PendingJobOffer {
   readonly attempt: number;
   readonly rawTransaction: Uint8Array;
   readonly blob: Uint8Array;
+  /** Recomputed from the blob here: no proof comes with it (the service may still be computing it). */
   readonly commitment: Uint8Array;
-  readonly proof: Uint8Array;
 }
 
 export type PendingJobRejection =
@@ -24,7 +24,6 @@ export type PendingJobRejection =
   | 'session_not_ours'
   | 'wrong_sender'
   | 'blob_mismatch'
-  | 'bad_kzg_proof'
   | 'bound_reached';
 
 export class PendingJobRejectedError extends Error {
@@ -70,7 +69,7 @@ const SUBMIT_JOB_WITH_DEBIT = jobRegistryInterface.getFunction('submitJobWithDeb
  * signed transaction is a type-3 call on this chain's JobRegistry, `submitJobFor` or `submitJobWithDebit`
  * naming the offered session and job id; the session is an active one of this worker; its sender may
  * submit into it as JobRegistry decides ({@link maySubmit}); its only blob's versioned hash is that of the
- * sidecar's commitment; and the KZG proof shows the blob is what the commitment commits to. The prompt
+ * sidecar's commitment; and that commitment is the blob's (recomputed here, off the event loop). The prompt
  * itself is opened by the caller ({@link PromptReader.open}). Everything failing is a
  * {@link PendingJobRejectedError}, never a crash.
  */
@@ -124,7 +123,7 @@ export async function checkPendingJob(
   if (offer.attempt !== 1) {
     throw new PendingJobRejectedError('wrong_attempt', 'a pending submission is always attempt 1');
   }
-  // The chain reads go out first, so their round trips overlap the KZG proof check (CPU) below.
+  // The chain reads go out first, so their round trips overlap the KZG commitment (its thread) below.
   const reads = Promise.all([view.getSession(sessionId), view.principalOf(tx.from)]);
   reads.catch(() => undefined); // awaited below, unless a blob check refuses first
   const hashes = tx.blobVersionedHashes ?? [];
@@ -137,8 +136,8 @@ export async function checkPendingJob(
   if (hashes.length !== 1 || hashes[0]!.toLowerCase() !== promptBlobHash) {
     throw new PendingJobRejectedError('blob_mismatch', 'the commitment is not the transaction’s blob');
   }
-  if (!verifyBlobProof(offer.blob, offer.commitment, offer.proof)) {
-    throw new PendingJobRejectedError('bad_kzg_proof', 'the KZG proof does not verify');
+  if (!(await commitsTo(offer.blob, offer.commitment))) {
+    throw new PendingJobRejectedError('blob_mismatch', 'the blob is not the one the commitment commits to');
   }
   const [session, senderPrincipal] = await reads;
   if (session.state !== SessionState.Active || session.worker.toLowerCase() !== view.worker.toLowerCase()) {

@@ -307,7 +307,6 @@ export class WorkerLink implements AnswerChannel {
           rawTransaction: frame.value.rawTransaction,
           blob: frame.value.blob,
           commitment: frame.value.kzgCommitment,
-          proof: frame.value.kzgProof,
         });
     } catch (error) {
       logger.warn({ err: error, hint: frame.case }, 'worker link hint could not be handled');

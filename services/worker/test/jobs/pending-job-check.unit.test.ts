@@ -106,7 +106,6 @@ async function offer(
     rawTransaction: Buffer.from(signed.slice(2), 'hex'),
     blob: sidecar.data,
     commitment: sidecar.commitment,
-    proof: sidecar.proof,
   };
 }
 
@@ -205,12 +204,14 @@ describe('checkPendingJob', () => {
     expect(await rejection(checkPendingJob(swapped, view()))).toBe('blob_mismatch');
   });
 
-  it('refuses a proof that does not verify, or a blob that is not the committed one', async () => {
-    const badProof = { ...(await offer()), proof: new Uint8Array(sidecar.commitment) };
-    expect(await rejection(checkPendingJob(badProof, view()))).toBe('bad_kzg_proof');
+  it('refuses a blob that is not the committed one, or not a blob at all', async () => {
     const other = blobSidecarOf(new TextEncoder().encode('another prompt'));
     const badBlob = { ...(await offer()), blob: other.data };
-    expect(await rejection(checkPendingJob(badBlob, view()))).toBe('bad_kzg_proof');
+    expect(await rejection(checkPendingJob(badBlob, view()))).toBe('blob_mismatch');
+    const cut = { ...(await offer()), blob: sidecar.data.subarray(0, 1000) };
+    expect(await rejection(checkPendingJob(cut, view()))).toBe('blob_mismatch');
+    const notCanonical = { ...(await offer()), blob: new Uint8Array(sidecar.data.length).fill(0xff) };
+    expect(await rejection(checkPendingJob(notCanonical, view()))).toBe('blob_mismatch');
   });
 
   it('refuses a stranger, another contract, another session, worker or job id, and non-submissions', async () => {

@@ -81,7 +81,6 @@ async function offer(
         rawTransaction: submission.rawTransaction,
         blob: submission.sidecar.data,
         kzgCommitment: overrides.commitment ?? submission.sidecar.commitment,
-        kzgProof: submission.sidecar.proof,
       },
     },
   });

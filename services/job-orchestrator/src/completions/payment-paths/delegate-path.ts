@@ -179,7 +179,6 @@ export class DelegatePath implements PaymentPath {
               signedTransaction: getBytes(signedTransaction),
               blob: blob.data,
               kzgCommitment: blob.commitment,
-              kzgProof: blob.proof,
             },
           }
         : {}),

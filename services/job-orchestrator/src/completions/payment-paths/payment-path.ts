@@ -47,8 +47,8 @@ export interface AnnouncedJob {
 export interface PendingHandover {
   readonly signedTransaction: Uint8Array;
   readonly blob: Uint8Array;
+  /** The worker recomputes it from the blob: no proof is handed over (it may still be computing). */
   readonly kzgCommitment: Uint8Array;
-  readonly kzgProof: Uint8Array;
 }
 
 /** The job announced at once for a submission already mined (no handover: the worker reads the chain). */

@@ -161,7 +161,6 @@ export class PerCallPath implements PaymentPath {
         // The settler framed the same prompt into the blob it committed to: the commitment is not redone.
         blob: encodeBlob(promptWire),
         kzgCommitment: broadcast.kzgCommitment,
-        kzgProof: broadcast.kzgProof,
       },
       landed,
       ...(otherReplyKeys.length ? { otherReplyKeys } : {}),
