@@ -7,7 +7,16 @@
 //  4. Sustained completions per second with 20 wallets calling concurrently.
 import { performance } from 'node:perf_hooks';
 import { Transaction, Wallet, parseEther } from 'ethers';
-import { blobSidecarOf, kzg, loadKzgTrustedSetup, SessionKeyPair, signTransaction } from '@svc/chain';
+import {
+  blobSidecarOf,
+  commitmentOf,
+  encodeBlob,
+  kzg,
+  loadKzgTrustedSetup,
+  proofOf,
+  SessionKeyPair,
+  signTransaction,
+} from '@svc/chain';
 import { MemoryStore } from '@svc/platform';
 import { JobLifecycleKind } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
 // The devnet alone: the testkit's index loads jest's globals, which a script outside jest cannot.
@@ -71,8 +80,12 @@ async function cpuBreakdown(): Promise<void> {
   );
   line('envelope and encryption (2 KB conversation)', envelope);
   const wire = sealPrompt(preparePrompt('llama3.2:1b', conversation), session.publicKey, binding);
-  const blob = await timed(() => blobSidecarOf(wire));
-  line('blob encoding, KZG commitment and proof', blob);
+  const data = encodeBlob(wire);
+  const commitment = await timed(() => commitmentOf(data));
+  line('KZG commitment (before the hand-over, on a KZG thread)', commitment);
+  const committed = commitmentOf(data);
+  const proof = await timed(() => proofOf(data, committed));
+  line('KZG proof (beside the hand-over, on a KZG thread)', proof);
   const sidecar = blobSidecarOf(wire);
   const wallet = Wallet.createRandom();
   const request = {

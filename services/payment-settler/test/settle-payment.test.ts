@@ -142,9 +142,14 @@ describe('SettlePayment answering at broadcast', () => {
     const announced = await withMiningPaused(async () => {
       const blockBefore = await devnet().provider.getBlockNumber();
       const broadcast = broadcastOf(await settle(reservationId, sessionId, true));
-      // Accepted by the node and not mined: no receipt, no new block, nothing debited yet.
+      // Signed and answered; sent once its blob's proof is computed, and not mined: no receipt, no new
+      // block, nothing debited yet.
+      await waitUntil(
+        () => devnet().provider.getTransaction(broadcast.txHash!.hex),
+        (sent) => sent !== null,
+        { what: "the settlement in the node's pool", timeoutMs: 10_000, intervalMs: 50 },
+      );
       expect(await devnet().provider.getTransactionReceipt(broadcast.txHash!.hex)).toBeNull();
-      expect(await devnet().provider.getTransaction(broadcast.txHash!.hex)).not.toBeNull();
       expect(await devnet().provider.getBlockNumber()).toBe(blockBefore);
       expect(await devnet().deployment.jobRegistry.prepaidBalanceOf(wallet.address)).toBe(balance);
       expect(broadcast.jobId).toBe(((sessionId << 32n) | 1n).toString());

@@ -435,9 +435,10 @@ export const SettlePaymentResponseSchema: GenMessage<SettlePaymentResponse> = /*
   messageDesc(file_svc_payment_v1_payment_settler, 8);
 
 /**
- * A settlement the node accepted, not mined yet: what the session's worker is handed to answer the job
- * before inclusion (docs/protocol.md, Starting before inclusion). The blob itself is the request's
- * `prompt_wire` in the blob format (docs/protocol.md, Blob format).
+ * A settlement signed and being broadcast (it leaves once its blob's proof is computed), not mined yet:
+ * what the session's worker is handed to answer the job before inclusion (docs/protocol.md, Starting
+ * before inclusion). The blob itself is the request's `prompt_wire` in the blob format (docs/protocol.md,
+ * Blob format).
  *
  * @generated from message svc.payment.v1.PaymentBroadcast
  */
@@ -807,7 +808,7 @@ export const PaymentSettler: GenService<{
   },
   /**
    * Sends the settlement transaction carrying the prompt blob and returns once it is mined, or, asked with
-   * `answer_at_broadcast`, once the node accepted it (`broadcast`; the send goes on, and asking again finds
+   * `answer_at_broadcast`, once it is signed (`broadcast`; the send goes on, and asking again finds
    * how it ended). Idempotent by reservation: a repeat returns the first settlement, and a transaction
    * that did land is never a failure: a send that fails is looked up on chain (the payment's nonce, then
    * its `DebitSettled` log) before an UNAVAILABLE `unexpected_settle_error` is answered. A transaction that
