@@ -192,7 +192,7 @@ describe('SettlePayment answering at broadcast', () => {
     );
   });
 
-  it("hands over a transaction that parses: type 3, submitJobWithDebit of this session, job and payment, sent by the facilitator's operator, its one blob the returned commitment's, proven", async () => {
+  it("hands over a transaction that parses: type 3, submitJobWithDebit of this session, job and payment, sent by the facilitator's operator, its one blob the returned commitment's", async () => {
     const { wallet, reservationId } = await heldPayment();
     const sessionId = await activeSession();
     const broadcast = broadcastOf(await settle(reservationId, sessionId, true));
