@@ -23,7 +23,7 @@ export {
   versionedHash,
   type BlobSidecar,
 } from './blob/kzg.js';
-export { commitsTo, kzgThread, provingBlobSidecarOf, type ProvingBlobSidecar } from './blob/kzg-thread.js';
+export { commitsTo, kzgThreads, provingBlobSidecarOf, type ProvingBlobSidecar } from './blob/kzg-thread.js';
 export {
   P256_PRIVATE_KEY_BYTES,
   P256_PUBLIC_KEY_BYTES,

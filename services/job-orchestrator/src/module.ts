@@ -1,4 +1,4 @@
-import { connectChain, kzgThread } from '@svc/chain';
+import { connectChain, kzgThreads } from '@svc/chain';
 import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import { WorkerLink } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
 import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
@@ -77,7 +77,7 @@ export const jobOrchestratorModule = defineModule({
         await parts.linkServer.start();
         if (parts.completions) {
           // The KZG thread loads its trusted setup (seconds) now rather than on the first call.
-          kzgThread.warmUp();
+          kzgThreads.warmUp();
           await verifyServiceAccounts(config, parts.completions.chain);
           parts.completions.keeper.start();
           parts.completions.lifecycleRelay.start();

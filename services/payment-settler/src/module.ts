@@ -1,4 +1,4 @@
-import { connectChain, kzgThread } from '@svc/chain';
+import { connectChain, kzgThreads } from '@svc/chain';
 import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
 import { serviceCallers } from '@svc/platform';
 import { defineModule, type ServiceInstance } from '@svc/runtime';
@@ -36,7 +36,7 @@ export const paymentSettlerModule = defineModule({
       parts,
       async start() {
         // The KZG thread loads its trusted setup (seconds) now rather than on the first settlement.
-        if (parts) kzgThread.warmUp();
+        if (parts) kzgThreads.warmUp();
         if (parts) await verifyFacilitatorSetup(config, parts, client);
         else logger.warn('FACILITATOR_PRIVATE_KEY is not set: this server takes no per-call payments');
         grpc.add(PaymentSettler, paymentSettlerHandlers(parts), {

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { JsonRpcProvider, Network, Wallet } from 'ethers';
-import { AnvilBlobSource, BeaconBlobSource, kzgThread, type BlobSource } from '@svc/chain';
+import { AnvilBlobSource, BeaconBlobSource, kzgThreads, type BlobSource } from '@svc/chain';
 import { defineModule, loopbackFor, type ChainConnection, type ServiceInstance } from '@svc/runtime';
 import type { WorkerConfig } from './config.js';
 import { workerConfigShape } from './config.js';
@@ -64,7 +64,7 @@ export const workerModule = defineModule({
       // A failed start is undone by the runner, which calls stop (safe at any point of start).
       async start() {
         // The KZG thread loads its trusted setup (seconds) now rather than on the first job handed over.
-        kzgThread.warmUp();
+        kzgThreads.warmUp();
         const wallet = await workerWallet(config, dataDir, logger);
         const link = config.ORCHESTRATOR_LINK
           ? await resolveLinkTarget(config.ORCHESTRATOR_LINK, config.ORCHESTRATOR_LINK_CA_FILE)

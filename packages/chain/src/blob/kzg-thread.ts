@@ -140,7 +140,7 @@ class KzgThreads {
 }
 
 /** The process's KZG threads (one set per module instance; a jest registry gets its own). */
-export const kzgThread = new KzgThreads();
+export const kzgThreads = new KzgThreads();
 
 /**
  * Encodes `payload` into one blob and computes its commitment off the event loop; the proof goes on
@@ -148,8 +148,8 @@ export const kzgThread = new KzgThreads();
  */
 export async function provingBlobSidecarOf(payload: Uint8Array): Promise<ProvingBlobSidecar> {
   const data = encodeBlob(payload);
-  const commitment = await kzgThread.commitment(data);
-  const proof = kzgThread.proof(data, commitment);
+  const commitment = await kzgThreads.commitment(data);
+  const proof = kzgThreads.proof(data, commitment);
   // Awaited where the sidecar is sent; a send refused before that never does.
   proof.catch(() => undefined);
   return { data, commitment, versionedHash: versionedHash(commitment), proof };
@@ -158,7 +158,7 @@ export async function provingBlobSidecarOf(payload: Uint8Array): Promise<Proving
 /** Whether `commitment` is the KZG commitment of `blob`, computed off the event loop. */
 export async function commitsTo(blob: Uint8Array, commitment: Uint8Array): Promise<boolean> {
   try {
-    return Buffer.from(await kzgThread.commitment(blob)).equals(Buffer.from(commitment));
+    return Buffer.from(await kzgThreads.commitment(blob)).equals(Buffer.from(commitment));
   } catch {
     return false;
   }

@@ -2,7 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
 import { Transaction, Wallet, type TransactionRequest } from 'ethers';
 import { blobSidecarOf, MalformedBlobError } from '../../src/index.js';
-import { commitsTo, kzgThread, provingBlobSidecarOf } from '../../src/blob/kzg-thread.js';
+import { commitsTo, kzgThreads, provingBlobSidecarOf } from '../../src/blob/kzg-thread.js';
 import { signTransaction } from '../../src/tx/signed-broadcast.js';
 import type { SendingAccount } from '../../src/tx/operator-lanes.js';
 
@@ -86,7 +86,7 @@ describe('the KZG thread', () => {
     expect(await commitsTo(data, other.commitment)).toBe(false);
     expect(await commitsTo(data.subarray(1), commitment)).toBe(false);
     const notCanonical = new Uint8Array(data.length).fill(0xff);
-    await expect(kzgThread.commitment(notCanonical)).rejects.toThrow(MalformedBlobError);
+    await expect(kzgThreads.commitment(notCanonical)).rejects.toThrow(MalformedBlobError);
     expect(await commitsTo(notCanonical, commitment)).toBe(false);
   });
 });
