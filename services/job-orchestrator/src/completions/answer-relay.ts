@@ -40,6 +40,12 @@ export interface AttemptToRelay {
    * before inclusion): until the chain holds the job, its absence is the submission still on its way.
    */
   readonly landing?: SubmissionLanding;
+  /**
+   * The worker's signed final, already in hand (the second `follow`, after `signed`): the commitment is
+   * checked against it, so its frame need not be read again from the store, which may have lost it (a
+   * Redis restart), and no later frame replaces it.
+   */
+  readonly signedFinal?: FinalAnswer;
 }
 
 /** Whether a submission handed over before inclusion has failed to land (reverted, refused, or unknown). */
@@ -104,7 +110,7 @@ export class AnswerRelay {
     let cursor: FrameCursor | null = null;
     let nextSeq = 1;
     let gap = false;
-    let final: FinalAnswer | undefined;
+    let final: FinalAnswer | undefined = attempt.signedFinal;
     let workerError: JobErrorReason | undefined;
     let completedSeenAt: number | undefined;
     let lastChainRead = 0;
@@ -145,6 +151,7 @@ export class AnswerRelay {
             gap = true;
           }
         } else if (request.case === 'finalAnswer') {
+          if (attempt.signedFinal) continue;
           final = request.value;
           const signed = attempt.signedBy ? this.#signedText(attempt, final, open) : undefined;
           if (signed !== undefined) return { kind: 'signed', text: signed, final };

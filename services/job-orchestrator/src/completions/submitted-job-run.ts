@@ -6,6 +6,7 @@ import type { TrackedJobs } from '../keeper/tracked-jobs.js';
 import type { LinkedWorkers } from '../link/worker-link-server.js';
 import type { SessionLease } from '../sessions/session-pool.js';
 import type { HandedOverJobs } from '../link/handed-over-jobs.js';
+import type { FinalAnswer } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
 import type { AnswerRelay, AttemptOutcome, AttemptToRelay, SubmissionLanding } from './answer-relay.js';
 import type { CallStream } from './call-stream.js';
 import type { ServiceDescription } from './completion-call.js';
@@ -168,7 +169,7 @@ export class SubmittedJobRun {
           continue;
         }
         if (outcome.kind === 'signed') {
-          await this.#settleSigned(toRelay, outcome.text, lease, service, () => fee, landing);
+          await this.#settleSigned(toRelay, outcome, lease, service, () => fee, landing);
           return;
         }
         if (outcome.kind === 'committed') {
@@ -369,7 +370,7 @@ export class SubmittedJobRun {
    */
   async #settleSigned(
     toRelay: Omit<AttemptToRelay, 'signedBy'>,
-    text: string,
+    { text, final }: { text: string; final: FinalAnswer },
     lease: SessionLease,
     service: ServiceDescription,
     feeOf: () => bigint,
@@ -396,7 +397,8 @@ export class SubmittedJobRun {
     // disputed and slashed, which is what keeps it honest, not this session's idleness).
     await lease.release('answered');
     const { landing: _landed, ...onChain } = toRelay;
-    const settled = await relay.follow(onChain, () => undefined);
+    // Checked against the final the caller was given, not a frame read again from the store.
+    const settled = await relay.follow({ ...onChain, signedFinal: final }, () => undefined);
     switch (settled.kind) {
       case 'committed':
         await this.#recordCommitted(jobId, attempt, service);

@@ -11,7 +11,7 @@ import {
 } from '@svc/chain';
 import { Wallet, getBytes, type HDNodeWallet } from 'ethers';
 import { createLogger, MemoryStore } from '@svc/platform';
-import { ConnectRequestSchema } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
+import { ConnectRequestSchema, type FinalAnswer } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
 import { AnswerRelay } from '../../src/completions/answer-relay.js';
 import { jobFrameStreamKey } from '../../src/link/answer-frame-intake.js';
 
@@ -145,5 +145,62 @@ describe('the answer relay on the signed final', () => {
     const elsewhere = await followedSigned(worker, worker.address, 4n, JobState.Completed);
     expect(elsewhere.outcome).toMatchObject({ kind: 'committed' });
     expect(elsewhere.reads.length).toBeGreaterThan(0);
+  });
+
+  it('checks the commitment against the signed final in hand when the store lost its frames', async () => {
+    const replyKey = randomBytes(32);
+    const seal = (text: string) =>
+      encryptAnswerFrame(AnswerFrameKind.Final, text, replyKey, { jobId: JOB_ID, attempt: 1, seq: 0 });
+    const signedFinal = create(ConnectRequestSchema, {
+      frame: {
+        case: 'finalAnswer',
+        value: {
+          jobId: JOB_ID.toString(),
+          attempt: 1,
+          seq: 0,
+          sealedAnswer: seal('the answer'),
+          workerSignature: new Uint8Array(65),
+        },
+      },
+    }).frame.value as FinalAnswer;
+    const followCommitted = async (committed: Uint8Array, frames: Uint8Array[] = []) => {
+      // A store that lost the job's frames (a Redis restart), or holds another final the worker sent later.
+      const store = new MemoryStore();
+      for (const [index, sealedAnswer] of frames.entries()) {
+        const frame = create(ConnectRequestSchema, {
+          frame: { case: 'finalAnswer', value: { ...signedFinal, sealedAnswer } },
+        });
+        await store.frames.append(
+          jobFrameStreamKey(JOB_ID),
+          `final-${index}`,
+          toBinary(ConnectRequestSchema, frame),
+        );
+      }
+      const job = { state: JobState.Completed, attempt: 1, responseHash: responseHashOf(committed) } as Job;
+      const relay = new AnswerRelay({
+        frames: store.frames,
+        readJob: async () => job,
+        chainNow: async () => 0,
+        pollIntervalMs: 10,
+        finalGraceMs: 50,
+        frameStreamTtlMs: 1_000,
+        logger,
+      });
+      try {
+        return await relay.follow({ jobId: JOB_ID, attempt: 1, replyKey, signedFinal }, () => undefined);
+      } finally {
+        await store.close();
+      }
+    };
+    // Without the final in hand this was `undelivered` after the grace, and a delivered answer was refunded.
+    expect(await followCommitted(signedFinal.sealedAnswer)).toMatchObject({
+      kind: 'committed',
+      text: 'the answer',
+    });
+    const other = seal('another answer');
+    expect(await followCommitted(other)).toMatchObject({ kind: 'mismatch', final: signedFinal });
+    // A later final frame does not replace the one the caller was given.
+    expect(await followCommitted(signedFinal.sealedAnswer, [other])).toMatchObject({ kind: 'committed' });
+    expect(await followCommitted(other, [other])).toMatchObject({ kind: 'mismatch', final: signedFinal });
   });
 });

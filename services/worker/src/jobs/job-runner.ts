@@ -287,29 +287,36 @@ export class JobRunner {
     return undefined;
   }
 
-  /** Fails a job this worker will not start (no free slot, draining), if it is still ours to fail. */
+  /**
+   * Fails a job this worker will not start (no free slot, draining), if it is still ours to fail. A job it
+   * answered already (before inclusion, or before a restart) is committed instead: that takes no slot, and
+   * its caller may have the signed final already.
+   */
   async refuse(assignment: JobAssignment, reason: string): Promise<void> {
+    const pending = this.#pending.get(assignment.jobId);
+    if (pending) {
+      await pending;
+      return;
+    }
     const job = await this.#options.chain.getJob(assignment.jobId);
     if (job.state !== JobState.Submitted || job.worker.toLowerCase() !== this.#options.worker.toLowerCase())
       return;
+    if (await this.#commitAnswered(job)) return;
     this.#options.logger.warn({ jobId: job.jobId.toString(), reason }, 'job refused');
     this.#options.channel().sendError(job.jobId, job.attempt, reason);
     await this.#fail(job);
   }
 
   async run(assignment: JobAssignment, signal: AbortSignal): Promise<JobOutcome> {
-    const { chain, worker, journal } = this.#options;
+    const { chain, worker } = this.#options;
     // Started before inclusion: that run commits it (or refuses a replacement).
     const pending = this.#pending.get(assignment.jobId);
     if (pending) return pending;
     const job = await chain.getJob(assignment.jobId);
     if (job.state !== JobState.Submitted || job.worker.toLowerCase() !== worker.toLowerCase())
       return 'not-ours';
-    const saved = await journal.get(job.jobId, job.attempt);
-    // A final answer already made for this attempt is committed as it is, never regenerated (one made
-    // before inclusion only for the blob it answered).
-    if (saved?.pending) return this.#commitLanded(saved, job);
-    if (saved) return this.commit(saved);
+    const answered = await this.#commitAnswered(job);
+    if (answered) return answered;
     const logger = this.#options.logger.child({ jobId: job.jobId.toString(), attempt: job.attempt });
     let answer: SignedFinalAnswer;
     try {
@@ -332,6 +339,16 @@ export class JobRunner {
         await sleep(COMMIT_RETRY_DELAY_MS);
       }
     }
+  }
+
+  /**
+   * A final answer already made for this attempt is committed as it is, never regenerated (one made before
+   * inclusion only for the blob it answered); undefined when there is none.
+   */
+  async #commitAnswered(job: Job): Promise<JobOutcome | undefined> {
+    const saved = await this.#options.journal.get(job.jobId, job.attempt);
+    if (!saved) return undefined;
+    return saved.pending ? this.#commitLanded(saved, job) : this.commit(saved);
   }
 
   /** Commits a saved final answer unless that can only revert; true once the chain holds it. */

@@ -287,4 +287,32 @@ describe('starting before inclusion', () => {
       await rpc('evm_setAutomine', [true]);
     }
   });
+
+  // Last: the worker drains for good.
+  it('commits a job it answered before inclusion when the chain announces it with no slot to take it', async () => {
+    const sessionId = await freshSession();
+    await rpc('evm_setAutomine', [false]);
+    let draining: Promise<void> | undefined;
+    try {
+      const submission = await service.signSubmission(sessionId, MODEL.name, ask('answered, then full'));
+      await service.broadcast(submission);
+      expect(await offer(submission)).toBe(HintOutcome.ACCEPTED);
+      await waitUntil(
+        async () => primary.channel.finalOf(submission.jobId),
+        (found) => found !== undefined,
+        { what: 'final before the block', timeoutMs: 10_000, intervalMs: 20 },
+      );
+      // The scheduler takes no new job now, so it refuses what the chain announces next: a job whose
+      // signed final is out must be committed all the same, not failed (its caller has the answer).
+      draining = primary.worker.drain();
+      await rpc('evm_mine');
+      await rpc('evm_setAutomine', [true]);
+      const job = await service.waitForOutcome(submission.jobId);
+      expect(job.state).toBe(JobState.Completed);
+      expect(primary.channel.errors.filter((error) => error.jobId === submission.jobId)).toEqual([]);
+    } finally {
+      await rpc('evm_setAutomine', [true]);
+      await draining;
+    }
+  });
 });
