@@ -47,6 +47,9 @@ export interface InvariantInput {
   readonly serviceSigner: string;
 }
 
+/** The key-service's sweep of lapsed reservations runs every 15 s (RESERVATION_SWEEP_INTERVAL): its grace. */
+const RESERVATION_SWEEP_GRACE_SECONDS = 30;
+
 /** Charges, refunds, spend and caps; returns what did not hold and the counts. */
 export async function checkPayments(
   input: InvariantInput,
@@ -120,7 +123,14 @@ export async function checkPayments(
       spent_wei: string;
       reserved_wei: string;
       spend_cap_wei: string | null;
-    }>('select id, spent_wei::text, reserved_wei::text, spend_cap_wei::text from api_keys');
+      /** What the key's reservations still in their lifetime hold: reservedWei must be exactly that. */
+      holding_wei: string;
+    }>(
+      `select id, spent_wei::text, reserved_wei::text, spend_cap_wei::text,
+         (select coalesce(sum(amount_wei), 0) from spend_reservations r
+           where r.key_id = api_keys.id and r.state = 'held')::text as holding_wei
+       from api_keys`,
+    );
     const signer = input.serviceSigner.toLowerCase();
     for (const key of keys.rows) {
       // A key's spend is the fees of the jobs charged on the API-key path (the signer's allowance) for
@@ -142,17 +152,23 @@ export async function checkPayments(
           invariant: 'no cap passed',
           detail: `${key.id}: spent ${key.spent_wei} over cap ${key.spend_cap_wei}`,
         });
-      if (BigInt(key.reserved_wei) !== 0n)
+      if (BigInt(key.reserved_wei) !== BigInt(key.holding_wei))
         violations.push({
-          invariant: 'no reservation held',
-          detail: `${key.id}: reservedWei ${key.reserved_wei}`,
+          invariant: "a key's reservedWei is what its held reservations hold",
+          detail: `${key.id}: reservedWei ${key.reserved_wei}, held ${key.holding_wei}`,
         });
     }
-    const held = await client.query<{ n: string }>(
-      "select count(*)::text as n from spend_reservations where state = 'held'",
+    // A hold outlives its call only when nothing can tell how the call ended (its job-orchestrator died
+    // before the submission was known): then its lifetime releases it, and the sweep must have.
+    const lapsed = await client.query<{ n: string }>(
+      `select count(*)::text as n from spend_reservations
+        where state = 'held' and expires_at < now() - interval '${RESERVATION_SWEEP_GRACE_SECONDS} seconds'`,
     );
-    if (held.rows[0]!.n !== '0')
-      violations.push({ invariant: 'no reservation held', detail: `${held.rows[0]!.n} held` });
+    if (lapsed.rows[0]!.n !== '0')
+      violations.push({
+        invariant: 'no reservation held past its lifetime',
+        detail: `${lapsed.rows[0]!.n} held`,
+      });
     const outbox = await client.query<{ n: string }>(
       'select count(*)::text as n from key_event_outbox where published_at is null',
     );
@@ -168,6 +184,11 @@ export async function checkPayments(
         'API keys': keys.rowCount ?? 0,
         reservations: (
           await client.query<{ n: string }>('select count(*)::text as n from spend_reservations')
+        ).rows[0]!.n,
+        'reservations still held within their lifetime': (
+          await client.query<{ n: string }>(
+            "select count(*)::text as n from spend_reservations where state = 'held'",
+          )
         ).rows[0]!.n,
       },
     };

@@ -76,7 +76,7 @@ export const jobOrchestratorModule = defineModule({
         // Hints routed from other replicas reach this one's links from the first link on.
         await parts.linkServer.start();
         if (parts.completions) {
-          // The KZG thread loads its trusted setup (seconds) now rather than on the first call.
+          // The KZG threads load their trusted setups (seconds) now rather than on the first call.
           kzgThreads.warmUp();
           await verifyServiceAccounts(config, parts.completions.chain);
           parts.completions.keeper.start();

@@ -35,7 +35,7 @@ export const paymentSettlerModule = defineModule({
     return {
       parts,
       async start() {
-        // The KZG thread loads its trusted setup (seconds) now rather than on the first settlement.
+        // The KZG threads load their trusted setups (seconds) now rather than on the first settlement.
         if (parts) kzgThreads.warmUp();
         if (parts) await verifyFacilitatorSetup(config, parts, client);
         else logger.warn('FACILITATOR_PRIVATE_KEY is not set: this server takes no per-call payments');

@@ -63,7 +63,7 @@ export const workerModule = defineModule({
       },
       // A failed start is undone by the runner, which calls stop (safe at any point of start).
       async start() {
-        // The KZG thread loads its trusted setup (seconds) now rather than on the first job handed over.
+        // The KZG threads load their trusted setups (seconds) now rather than on the first job handed over.
         kzgThreads.warmUp();
         const wallet = await workerWallet(config, dataDir, logger);
         const link = config.ORCHESTRATOR_LINK

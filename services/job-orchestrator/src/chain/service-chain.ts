@@ -103,7 +103,7 @@ export class ServiceChain {
     maxFee: bigint,
     promptWire: Uint8Array,
   ): Promise<SignedSubmission> {
-    // The read overlaps the blob's KZG commitment (on the KZG thread); the proof goes on computing there
+    // The read overlaps the blob's KZG commitment (on a KZG thread); the proof goes on computing there
     // while the transaction is simulated, signed and handed to the worker, and only the broadcast waits for it.
     const nextJobId = this.reads.jobRegistry.nextJobId(sessionId);
     nextJobId.catch(() => undefined);
