@@ -546,7 +546,13 @@ export class SessionPool {
               affinityTtlMs,
             );
         } else {
-          await this.#retire(current, 'discarded after a failure');
+          // Another call holds it (this call's lock was lost with the store, and the session recovered into
+          // the pool): closing it would revert that call's submission. It only leaves the pool; the keeper
+          // closes it once idle.
+          const holder = await store.locks.holder(sessionBusyKey(session.sessionId));
+          await this.#retire(current, 'discarded after a failure', {
+            close: holder === null || holder === request.holder,
+          });
         }
       } catch (error) {
         // Not pooled: the keeper closes it once idle (its busy lock, released below, no longer hides it).
@@ -567,17 +573,21 @@ export class SessionPool {
     };
   }
 
-  /** Takes a session out of the pool and closes it on chain in the background (the keeper retries). */
-  async #retire(session: PooledSession, why: string): Promise<void> {
+  /**
+   * Takes a session out of the pool and closes it on chain in the background (the keeper retries); with
+   * `close` false, only out of the pool (the keeper closes it once idle).
+   */
+  async #retire(session: PooledSession, why: string, { close } = { close: true }): Promise<void> {
     const { store, chain, logger } = this.#options;
     await store.presence.withdraw(
       sessionPoolGroup(session.owner, session.modelId),
       session.sessionId.toString(),
     );
     logger.info(
-      { sessionId: session.sessionId.toString(), worker: session.worker, why },
+      { sessionId: session.sessionId.toString(), worker: session.worker, why, closing: close },
       'session leaves the pool',
     );
+    if (!close) return;
     void chain
       .closeSession(session.sessionId)
       .then(() => store.presence.withdraw(OPEN_SESSIONS_GROUP, session.sessionId.toString()))

@@ -190,6 +190,25 @@ describe('the session pool (fakes)', () => {
     }
   });
 
+  it('does not close a session it discards while another call holds it (its own lock was lost with the store)', async () => {
+    const { pool, store, chain } = poolWith([worker('0x00000000000000000000000000000000000000b1')]);
+    const failed = await pool.acquire(request('call-failed'));
+    const busy = `sessions:busy:${failed.session.sessionId}`;
+    // The store lost the lock; the session went back to the pool and another call took it.
+    await store.locks.release(busy, 'call-failed');
+    expect((await store.locks.tryAcquire(busy, 'call-next', 60_000)).acquired).toBe(true);
+    await failed.discard('failed');
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(chain.closed).toEqual([]);
+    expect(await store.locks.holder(busy)).toBe('call-next');
+    // Its own discard, lock in hand, closes it.
+    await store.locks.release(busy, 'call-next');
+    const own = await pool.acquire(request('call-own'));
+    await own.discard('failed');
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(chain.closed).toEqual([own.session.sessionId]);
+  });
+
   it('lets the busy lock of a session it opened go when waiting for the claim fails, so the keeper can close it', async () => {
     const { pool, store, chain } = poolWith([worker('0x00000000000000000000000000000000000000b1')]);
     chain.reads.getSession = async () => {
