@@ -21,6 +21,19 @@ import { jobFrameStreamKey } from '../../src/link/answer-frame-intake.js';
 const logger = createLogger({ service: 'relay-test', level: 'silent' });
 const JOB_ID = 7n;
 
+/** A relay over the store's frame streams, reading the job (faked) with `readJob`; the chain's clock at 0. */
+function relayOn(store: MemoryStore, readJob: () => Promise<Job>): AnswerRelay {
+  return new AnswerRelay({
+    frames: store.frames,
+    readJob,
+    chainNow: async () => 0,
+    pollIntervalMs: 10,
+    finalGraceMs: 50,
+    frameStreamTtlMs: 1_000,
+    logger,
+  });
+}
+
 async function relayed(sealedAnswer: Uint8Array, replyKey: Uint8Array, otherReplyKeys?: Uint8Array[]) {
   const store = new MemoryStore();
   const final = create(ConnectRequestSchema, {
@@ -37,15 +50,7 @@ async function relayed(sealedAnswer: Uint8Array, replyKey: Uint8Array, otherRepl
   });
   await store.frames.append(jobFrameStreamKey(JOB_ID), 'final-1', toBinary(ConnectRequestSchema, final));
   const job = { state: JobState.Completed, attempt: 1, responseHash: responseHashOf(sealedAnswer) } as Job;
-  const relay = new AnswerRelay({
-    frames: store.frames,
-    readJob: async () => job,
-    chainNow: async () => 0,
-    pollIntervalMs: 10,
-    finalGraceMs: 50,
-    frameStreamTtlMs: 1_000,
-    logger,
-  });
+  const relay = relayOn(store, async () => job);
   try {
     return await relay.follow(
       { jobId: JOB_ID, attempt: 1, replyKey, ...(otherReplyKeys ? { otherReplyKeys } : {}) },
@@ -112,15 +117,7 @@ async function followedSigned(signer: HDNodeWallet, worker: string, sessionId: b
   await store.frames.append(jobFrameStreamKey(JOB_ID), 'final-1', toBinary(ConnectRequestSchema, final));
   const reads: JobState[] = [];
   const job = { state, attempt: 1, responseHash: responseHashOf(sealedAnswer), deadline: 10 } as Job;
-  const relay = new AnswerRelay({
-    frames: store.frames,
-    readJob: async () => (reads.push(job.state), job),
-    chainNow: async () => 0,
-    pollIntervalMs: 10,
-    finalGraceMs: 50,
-    frameStreamTtlMs: 1_000,
-    logger,
-  });
+  const relay = relayOn(store, async () => (reads.push(job.state), job));
   try {
     const signedBy = { worker, sessionId, chainId: 31337n, jobRegistry: REGISTRY };
     const outcome = await relay.follow({ jobId: JOB_ID, attempt: 1, replyKey, signedBy }, () => undefined);
@@ -177,15 +174,7 @@ describe('the answer relay on the signed final', () => {
         );
       }
       const job = { state: JobState.Completed, attempt: 1, responseHash: responseHashOf(committed) } as Job;
-      const relay = new AnswerRelay({
-        frames: store.frames,
-        readJob: async () => job,
-        chainNow: async () => 0,
-        pollIntervalMs: 10,
-        finalGraceMs: 50,
-        frameStreamTtlMs: 1_000,
-        logger,
-      });
+      const relay = relayOn(store, async () => job);
       try {
         return await relay.follow({ jobId: JOB_ID, attempt: 1, replyKey, signedFinal }, () => undefined);
       } finally {
