@@ -197,8 +197,8 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     store,
     chain: serviceChain,
     workers: linkServer,
-    // A job holds its session at most its timeout; the margin covers the relay's last reads.
-    holdTtlMs: 10 * 60_000,
+    // Renewed while the call lives: a replica that dies frees its sessions within this.
+    holdTtlMs: 30_000,
     idleTtlMs: config.SESSION_IDLE_CLOSE,
     affinityTtlMs: config.CONVERSATION_AFFINITY_TTL,
     claimPollIntervalMs: config.SESSION_CLAIM_POLL_INTERVAL,

@@ -104,9 +104,10 @@ class KzgWorker {
  * KZG commitments and proofs off the event loop, on worker threads. Each costs from about 15 ms (a short
  * prompt's commitment) to about 90 ms (a proof) of CPU; on the calling thread that stalls every other
  * call, link frame and chain read of the process, and chain reads issued before it cannot even leave until
- * it is done. Two threads (one on a single core), each request to the less busy: a worker's commitment
- * check then runs beside a submission's proof instead of behind it (in `npm start` both are in one
- * process). Each thread loads its own trusted setup (about 2.5 s, once).
+ * it is done. Up to two threads (one on a single core), each request to the least busy: a worker's
+ * commitment check then runs beside a submission's proof instead of behind it (in `npm start` both are in
+ * one process). Each thread loads its own trusted setup (about 2.5 s of CPU, once), so only a service's
+ * `warmUp` starts two; a process that never warms up (a test, a script) starts one at its first blob.
  */
 class KzgThreads {
   readonly #size = Math.min(2, availableParallelism());
@@ -120,22 +121,22 @@ class KzgThreads {
     return this.#leastBusy().ask('proof', blob, commitment);
   }
 
-  /** Starts the threads now, so loading their trusted setups is not on a first call's path. */
+  /** Starts every thread now, so loading their trusted setups is not on a first call's path. */
   warmUp(): void {
-    this.#alive();
+    this.#workers = this.#workers.filter((worker) => !worker.dead);
+    while (this.#workers.length < this.#size) this.#start();
   }
 
   #leastBusy(): KzgWorker {
-    return this.#alive().reduce((best, worker) => (worker.load < best.load ? worker : best));
+    this.#workers = this.#workers.filter((worker) => !worker.dead);
+    if (this.#workers.length === 0) return this.#start();
+    return this.#workers.reduce((best, worker) => (worker.load < best.load ? worker : best));
   }
 
-  #alive(): KzgWorker[] {
-    this.#workers = this.#workers.filter((worker) => !worker.dead);
-    if (this.#workers.length < this.#size) {
-      const ckzgPath = createRequire(import.meta.url).resolve('c-kzg');
-      while (this.#workers.length < this.#size) this.#workers.push(new KzgWorker(ckzgPath));
-    }
-    return this.#workers;
+  #start(): KzgWorker {
+    const worker = new KzgWorker(createRequire(import.meta.url).resolve('c-kzg'));
+    this.#workers.push(worker);
+    return worker;
   }
 }
 

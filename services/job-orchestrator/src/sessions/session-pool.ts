@@ -75,7 +75,10 @@ export interface SessionPoolOptions {
   readonly store: Pick<Store, 'presence' | 'locks' | 'values' | 'rateWindows' | 'concurrency'>;
   readonly chain: ServiceChain;
   readonly workers: Pick<LinkedWorkers, 'live' | 'sendHint' | 'hintDeclined'>;
-  /** How long a job may hold its session before the lock lapses (beyond the job's deadline). */
+  /**
+   * How long what a call holds (its session's busy lock, an unproven worker's trial lease) outlives the
+   * call: renewed every third of it while the call lives, so a replica that dies frees them within it.
+   */
   readonly holdTtlMs: number;
   /** A pooled session unused this long leaves the pool (and the keeper closes it). */
   readonly idleTtlMs: number;
@@ -192,22 +195,18 @@ export class SessionPool {
       if (!worker) continue;
       // A worker that failed lately serves only when no other worker can (see #open).
       if (!backedOffToo && standings.get(session.worker.toLowerCase())?.backedOff) continue;
-      const lock = await store.locks.tryAcquire(
-        sessionBusyKey(session.sessionId),
-        request.holder,
-        this.#options.holdTtlMs,
-      );
-      if (!lock.acquired) continue;
+      const held = this.#holdings();
+      if (!(await held.lock(sessionBusyKey(session.sessionId), request.holder))) continue;
       if (session.recovered && !holdsSession(worker, session.sessionId)) {
         // Recovered from the chain, and its worker came back without the key: nobody can serve it.
         try {
           await this.#retire(session, 'its worker no longer holds its key');
         } finally {
-          await store.locks.release(sessionBusyKey(session.sessionId), request.holder);
+          await held.end();
         }
         continue;
       }
-      return this.#lease(session, request);
+      return this.#lease(session, request, held);
     }
     return undefined;
   }
@@ -252,6 +251,11 @@ export class SessionPool {
     }
   }
 
+  /** A new set of what one call holds, renewed while it lives (`Holdings`). */
+  #holdings(): Holdings {
+    return new Holdings(this.#options.store, this.#options.holdTtlMs);
+  }
+
   async #releaseLeases(leases: readonly UnusedSessionLease[] | undefined): Promise<void> {
     await this.#options.opens.release(leases);
   }
@@ -268,7 +272,7 @@ export class SessionPool {
   /**
    * Opens a session with the first candidate that takes it. With `trial` (the standings, while a proven
    * worker serves the model), an unproven worker must also hold one of its `trialSessions` leases, kept for
-   * as long as a call holds the session.
+   * as long as a call holds the session (with its busy lock, in the same `Holdings`).
    */
   async #openWithOneOf(
     candidates: readonly LiveWorker[],
@@ -279,17 +283,14 @@ export class SessionPool {
     const { store } = this.#options;
     for (const worker of candidates) {
       const standing = trial?.get(worker.address.toLowerCase());
-      let trialLease: UnusedSessionLease | undefined;
-      if (trial && !standing?.backedOff && (standing?.answered ?? 0) === 0) {
-        const key = `workers:trial:${worker.address.toLowerCase()}`;
-        const granted = await store.concurrency.acquire(
-          key,
-          this.#options.trialSessions,
-          this.#options.holdTtlMs,
-        );
-        if (!granted.granted) continue;
-        trialLease = { key, leaseId: granted.leaseId };
-      }
+      const held = this.#holdings();
+      if (
+        trial &&
+        !standing?.backedOff &&
+        (standing?.answered ?? 0) === 0 &&
+        !(await held.lease(`workers:trial:${worker.address.toLowerCase()}`, this.#options.trialSessions))
+      )
+        continue;
       // Reserve one of the worker's free session slots across replicas: two calls opening at once must
       // not both count on the last slot its heartbeat reported.
       const slotKey = `sessions:opening:${worker.address.toLowerCase()}`;
@@ -298,14 +299,17 @@ export class SessionPool {
         worker.freeSessionSlots,
         this.#options.slotHoldMs + MINUTE_MS,
       );
-      if (!slot.granted) continue;
+      if (!slot.granted) {
+        await held.end();
+        continue;
+      }
       let lease: SessionLease | undefined;
       try {
-        lease = await this.#openWith(worker.address, request, budget, trialLease);
+        lease = await this.#openWith(worker.address, request, budget, held);
       } finally {
         if (lease) await store.concurrency.renew(slotKey, slot.leaseId, this.#options.slotHoldMs);
         else await store.concurrency.release(slotKey, slot.leaseId);
-        if (!lease) await this.#releaseLeases(trialLease ? [trialLease] : []);
+        if (!lease) await held.end();
       }
       if (lease) return lease;
     }
@@ -347,11 +351,8 @@ export class SessionPool {
     idle.sort((a, b) => a.usedUntil - b.usedUntil);
     for (const candidate of idle) {
       const sessionId = BigInt(candidate.sessionId);
-      const holder = `evict:${request.holder}`;
-      if (
-        !(await store.locks.tryAcquire(sessionBusyKey(sessionId), holder, this.#options.holdTtlMs)).acquired
-      )
-        continue;
+      const held = this.#holdings();
+      if (!(await held.lock(sessionBusyKey(sessionId), `evict:${request.holder}`))) continue;
       try {
         await store.presence.withdraw(
           sessionPoolGroup(candidate.owner, candidate.modelId),
@@ -368,7 +369,7 @@ export class SessionPool {
       } catch (error) {
         logger.warn({ err: error, sessionId: candidate.sessionId }, 'idle session not closed');
       } finally {
-        await store.locks.release(sessionBusyKey(sessionId), holder);
+        await held.end();
       }
     }
     return undefined;
@@ -394,7 +395,7 @@ export class SessionPool {
     worker: string,
     request: SessionRequest,
     budget: readonly UnusedSessionLease[],
-    trialLease: UnusedSessionLease | undefined,
+    held: Holdings,
   ): Promise<SessionLease | undefined> {
     const { store, chain, logger, reputation } = this.#options;
     const unusedLeases = budget.length > 0 ? { unusedLeases: budget } : {};
@@ -415,7 +416,8 @@ export class SessionPool {
       worker,
       ...unusedLeases,
     });
-    await store.locks.tryAcquire(sessionBusyKey(sessionId), request.holder, this.#options.holdTtlMs);
+    // A new session: nobody else can hold its lock.
+    await held.lock(sessionBusyKey(sessionId), request.holder);
     let claim: SessionClaim | undefined;
     try {
       const hintId = `session-${sessionId}`;
@@ -444,8 +446,9 @@ export class SessionPool {
         );
       }
     } finally {
-      // No lease holds the session unless it was claimed: its lock goes now, whatever failed.
-      if (claim?.kind !== 'claimed') await store.locks.release(sessionBusyKey(sessionId), request.holder);
+      // No lease holds the session unless it was claimed: its lock goes now, whatever failed (the trial
+      // lease goes with the caller's end of `held`).
+      if (claim?.kind !== 'claimed') await held.unlock(sessionBusyKey(sessionId));
     }
     if (claim.kind !== 'claimed') {
       if (claim.kind === 'declined') return undefined;
@@ -470,7 +473,7 @@ export class SessionPool {
       publicKey: claim.publicKey,
       ...unusedLeases,
     };
-    return this.#lease(session, request, trialLease);
+    return this.#lease(session, request, held);
   }
 
   /** Waits for the claim: the session's public key, or why there is none (chain time judges the window). */
@@ -491,7 +494,8 @@ export class SessionPool {
     }
   }
 
-  #lease(session: PooledSession, request: SessionRequest, trialLease?: UnusedSessionLease): SessionLease {
+  /** The lease of a session whose busy lock (and trial lease, if any) `held` holds, kept until it ends. */
+  #lease(session: PooledSession, request: SessionRequest, held: Holdings): SessionLease {
     const { store, idleTtlMs, affinityTtlMs, opens, reputation, logger } = this.#options;
     let done = false;
     let current = session;
@@ -530,7 +534,7 @@ export class SessionPool {
       try {
         await recordOutcome(outcome);
         // The unproven worker's trial session is free again once the call lets the session go.
-        if (trialLease) await this.#releaseLeases([trialLease]);
+        await held.endLeases();
         if (keep) {
           // Used by a job just now: its worker held the key, whatever the pool said when it was recovered.
           // A session no job was ever submitted in waits only until the keeper closes it early.
@@ -558,8 +562,8 @@ export class SessionPool {
         // Not pooled: the keeper closes it once idle (its busy lock, released below, no longer hides it).
         logger.warn({ err: error, sessionId }, 'session not handed back to the pool');
       } finally {
-        await store.locks
-          .release(sessionBusyKey(session.sessionId), request.holder)
+        await held
+          .end()
           .catch((error: unknown) =>
             logger.warn({ err: error, sessionId }, 'session busy lock not released; it lapses at its TTL'),
           );
@@ -616,4 +620,76 @@ function withRoomFor(request: SessionRequest, live: readonly LiveWorker[]): Live
 
 function affinityKey(owner: string, modelId: string, conversationId: string): string {
   return `sessions:conversation:${owner.toLowerCase()}:${modelId.toLowerCase()}:${conversationId}`;
+}
+
+/**
+ * What one call holds in the shared store: session busy locks and concurrency leases (an unproven worker's
+ * trial session). Each is taken for `ttlMs` and renewed every third of it until `end`, so a call that runs
+ * long keeps them, and a replica that dies (SIGKILL, a lost node) lets them go within `ttlMs` rather than
+ * at the longest life of a job.
+ */
+class Holdings {
+  /** Each lock held, with its owner. */
+  readonly #locks = new Map<string, string>();
+  readonly #leases: { key: string; leaseId: string }[] = [];
+  #renewal: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly store: Pick<Store, 'locks' | 'concurrency'>,
+    private readonly ttlMs: number,
+  ) {}
+
+  /** Takes the lock for `owner`; false when another holds it. */
+  async lock(key: string, owner: string): Promise<boolean> {
+    if (!(await this.store.locks.tryAcquire(key, owner, this.ttlMs)).acquired) return false;
+    this.#locks.set(key, owner);
+    this.#renew();
+    return true;
+  }
+
+  /** Takes one of `limit` concurrent leases on `key`; false when all are taken. */
+  async lease(key: string, limit: number): Promise<boolean> {
+    const granted = await this.store.concurrency.acquire(key, limit, this.ttlMs);
+    if (!granted.granted) return false;
+    this.#leases.push({ key, leaseId: granted.leaseId });
+    this.#renew();
+    return true;
+  }
+
+  async unlock(key: string): Promise<void> {
+    const owner = this.#locks.get(key);
+    if (owner === undefined) return;
+    this.#locks.delete(key);
+    await this.store.locks.release(key, owner);
+  }
+
+  async endLeases(): Promise<void> {
+    for (const { key, leaseId } of this.#leases.splice(0)) await this.store.concurrency.release(key, leaseId);
+  }
+
+  /** Lets everything go (locks last: a session is free only once the rest of its call is). */
+  async end(): Promise<void> {
+    clearInterval(this.#renewal);
+    this.#renewal = undefined;
+    try {
+      await this.endLeases();
+    } finally {
+      for (const key of [...this.#locks.keys()]) await this.unlock(key);
+    }
+  }
+
+  #renew(): void {
+    if (this.#renewal) return;
+    this.#renewal = setInterval(
+      () => {
+        // A renewal the store refuses (it lost the lock) is not retaken: another call may hold it now.
+        for (const [key, owner] of this.#locks)
+          this.store.locks.renew(key, owner, this.ttlMs).catch(() => undefined);
+        for (const { key, leaseId } of this.#leases)
+          this.store.concurrency.renew(key, leaseId, this.ttlMs).catch(() => undefined);
+      },
+      Math.max(1, Math.floor(this.ttlMs / 3)),
+    );
+    this.#renewal.unref();
+  }
 }

@@ -209,6 +209,43 @@ describe('the session pool (fakes)', () => {
     expect(chain.closed).toEqual([own.session.sessionId]);
   });
 
+  it('keeps a session busy for as long as its call lives, and frees it within holdTtlMs of its replica dying', async () => {
+    const store = new MemoryStore();
+    // The replica whose call holds the session: once it dies, its renewals never reach the store.
+    let replicaAlive = true;
+    const replicaStore = new Proxy(store, {
+      get: (target, property) =>
+        property === 'locks'
+          ? {
+              tryAcquire: (...args: Parameters<MemoryStore['locks']['tryAcquire']>) =>
+                target.locks.tryAcquire(...args),
+              renew: async (...args: Parameters<MemoryStore['locks']['renew']>) =>
+                replicaAlive && target.locks.renew(...args),
+              release: (...args: Parameters<MemoryStore['locks']['release']>) =>
+                target.locks.release(...args),
+              holder: (key: string) => target.locks.holder(key),
+            }
+          : Reflect.get(target, property),
+    });
+    const live = [worker('0x00000000000000000000000000000000000000b1')];
+    const dying = poolWith(live, { holdTtlMs: 150 }, replicaStore as MemoryStore);
+    const other = poolWith(live, { holdTtlMs: 150 }, store);
+    await (await dying.pool.acquire(request('call-warm'))).release();
+    const held = await dying.pool.acquire(request('call-long'));
+    const busy = `sessions:busy:${held.session.sessionId}`;
+    // A job longer than the TTL: the lock is renewed.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(await store.locks.holder(busy)).toBe('call-long');
+    // SIGKILL: nothing releases the lock, and it lapses.
+    replicaAlive = false;
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(await store.locks.holder(busy)).toBeNull();
+    const next = await other.pool.acquire(request('call-next'));
+    expect(next.session.sessionId).toBe(held.session.sessionId);
+    expect(other.chain.opened).toEqual([]);
+    await next.release();
+  });
+
   it('lets the busy lock of a session it opened go when waiting for the claim fails, so the keeper can close it', async () => {
     const { pool, store, chain } = poolWith([worker('0x00000000000000000000000000000000000000b1')]);
     chain.reads.getSession = async () => {

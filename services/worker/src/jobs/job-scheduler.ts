@@ -22,6 +22,12 @@ export interface JobSchedulerOptions {
 export class JobScheduler {
   readonly #options: JobSchedulerOptions;
   readonly #running = new Map<bigint, Promise<void>>();
+  /**
+   * Jobs being refused (a failJob on its way). A second announcement of one (the service's hint and the
+   * chain's log both announce each job) joins the refusal: started meanwhile, it would answer a job that
+   * is about to fail, and its caller would be given an answer that is then refunded.
+   */
+  readonly #refusing = new Map<bigint, Promise<void>>();
   readonly #sessionsInUse = new Map<bigint, number>();
   readonly #abort = new AbortController();
   readonly #waiting: (() => void)[] = [];
@@ -49,14 +55,16 @@ export class JobScheduler {
 
   /** Starts the job, or refuses it; resolves when it reached its outcome. */
   submit(assignment: JobAssignment, sessionId: bigint): Promise<void> {
-    const already = this.#running.get(assignment.jobId);
+    const already = this.#running.get(assignment.jobId) ?? this.#refusing.get(assignment.jobId);
     if (already) return already;
     const maxWaiting = this.#options.maxWaiting ?? this.#options.capacity;
     const full = this.#running.size >= this.#options.capacity + maxWaiting;
     if (this.#draining || full) {
-      return this.#guard(assignment, () =>
+      const refusing = this.#guard(assignment, () =>
         this.#options.refuse(assignment, this.#draining ? 'draining' : 'no_free_slot'),
-      );
+      ).finally(() => this.#refusing.delete(assignment.jobId));
+      this.#refusing.set(assignment.jobId, refusing);
+      return refusing;
     }
     this.#sessionsInUse.set(sessionId, (this.#sessionsInUse.get(sessionId) ?? 0) + 1);
     const running = this.#guard(assignment, async () => {
@@ -81,7 +89,7 @@ export class JobScheduler {
   /** Takes no new job and waits for the running ones (graceful drain). */
   async drain(): Promise<void> {
     this.#draining = true;
-    await Promise.all(this.#running.values());
+    await Promise.all([...this.#running.values(), ...this.#refusing.values()]);
   }
 
   /** Stops the running jobs now (their model generation is aborted and they are failed). */

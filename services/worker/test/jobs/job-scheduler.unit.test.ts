@@ -5,7 +5,7 @@ import type { JobAssignment, JobOutcome } from '../../src/jobs/job-runner.js';
 
 const logger = createLogger({ service: 'scheduler-test', level: 'fatal' });
 
-function harness(capacity: number, maxWaiting: number) {
+function harness(capacity: number, maxWaiting: number, refuseMs = 0) {
   let concurrent = 0;
   let peak = 0;
   const ran: bigint[] = [];
@@ -24,6 +24,8 @@ function harness(capacity: number, maxWaiting: number) {
     },
     refuse: async (assignment) => {
       refused.push(assignment.jobId);
+      // The failJob's transaction.
+      await new Promise((resolve) => setTimeout(resolve, refuseMs));
     },
   });
   const submit = (jobId: bigint, sessionId = 1n) =>
@@ -63,6 +65,21 @@ describe('JobScheduler', () => {
     await Promise.all([first, again]);
     expect(ran).toEqual([7n]);
     expect(scheduler.usesSession(9n)).toBe(false);
+  });
+
+  it('never runs a job it is refusing when the job is announced again and a slot has freed meanwhile', async () => {
+    const { submit, ran, refused } = harness(1, 0, 200);
+    const first = submit(1n);
+    const refusing = submit(2n);
+    await first;
+    // The chain's log announces job 2 after the service's hint did: its failJob is still on its way.
+    const again = submit(2n);
+    await Promise.all([refusing, again]);
+    expect(ran).toEqual([1n]);
+    expect(refused).toEqual([2n]);
+    // Once refused, the job is failed on chain; a later announcement is the runner's to read as not ours.
+    await submit(2n);
+    expect(ran).toEqual([1n, 2n]);
   });
 
   it('refuses new jobs while draining and waits for the running ones', async () => {
