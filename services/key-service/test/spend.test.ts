@@ -378,6 +378,51 @@ describe('job lifecycle events', () => {
     expect((await reserve(other, FEE)).outcome.case).toBe('reserved');
   });
 
+  it('counts nothing for a job refunded on chain: it takes back a commit made at delivery, and no later commit counts', async () => {
+    const handle = lifecycleSettlementHandler(replica.service.domain.ledger, silentLogger);
+    const { keyId } = await mintKey(2n * FEE);
+    // The gateway committed a fast-path answer; the worker never committed it, and the job was refunded.
+    const delivered = await reservedId(keyId);
+    await replica.client.commitSpend({ reservationId: delivered, chargedWei: { decimal: FEE.toString() } });
+    expect(await totals(keyId)).toEqual({ spent: FEE, reserved: 0n });
+    await handle(lifecycleReceived(JobLifecycleKind.REFUNDED, delivered, FEE));
+    await handle(lifecycleReceived(JobLifecycleKind.REFUNDED, delivered, FEE));
+    expect(await totals(keyId)).toEqual({ spent: 0n, reserved: 0n });
+    // A commit after the refund (the gateway's, late) changes nothing and says so.
+    const late = await replica.client.commitSpend({
+      reservationId: delivered,
+      chargedWei: { decimal: FEE.toString() },
+    });
+    expect(late.state).toBe(SpendReservationState.REFUNDED);
+    await handle(lifecycleReceived(JobLifecycleKind.ANSWERED, delivered, FEE));
+    expect(await totals(keyId)).toEqual({ spent: 0n, reserved: 0n });
+
+    // Refunded while held, and refunded after a release: nothing spent, nothing held, nothing counts later.
+    const held = await reservedId(keyId);
+    const released = await reservedId(keyId);
+    await handle(lifecycleReceived(JobLifecycleKind.FAILED, released));
+    await handle(lifecycleReceived(JobLifecycleKind.REFUNDED, held, FEE));
+    await handle(lifecycleReceived(JobLifecycleKind.REFUNDED, released, FEE));
+    await handle(lifecycleReceived(JobLifecycleKind.ANSWERED, released, FEE));
+    expect(await totals(keyId)).toEqual({ spent: 0n, reserved: 0n });
+    // The whole cap is free again.
+    expect((await reserve(keyId, 2n * FEE)).outcome.case).toBe('reserved');
+  });
+
+  it('takes back a commit exactly once when the refund races commits from the gateway and the events', async () => {
+    const { keyId } = await mintKey();
+    const reservationIds = await Promise.all(Array.from({ length: 10 }, () => reservedId(keyId)));
+    await Promise.all(
+      reservationIds.flatMap((reservationId) => [
+        replica.client.commitSpend({ reservationId, chargedWei: { decimal: FEE.toString() } }),
+        replica.service.domain.ledger.refund(reservationId, 'event'),
+        replica.service.domain.ledger.commit(reservationId, FEE, 'event'),
+        replica.service.domain.ledger.refund(reservationId, 'event'),
+      ]),
+    );
+    expect(await totals(keyId)).toEqual({ spent: 0n, reserved: 0n });
+  });
+
   it('ignores other kinds and reservations it does not hold, and acknowledges a fee above the hold', async () => {
     const warnings: string[] = [];
     const logger = createLogger({

@@ -2,7 +2,7 @@ import { Counter, Registry } from 'prom-client';
 
 export type SettlementAction = 'commit' | 'release';
 /** The reservation state the key-service reported, or `error` when the settlement call failed. */
-export type SettlementOutcome = 'committed' | 'released' | 'held' | 'error';
+export type SettlementOutcome = 'committed' | 'released' | 'refunded' | 'held' | 'error';
 
 /**
  * The gateway's Prometheus metrics, on the registry given (the process's, which the runner serves; no

@@ -96,6 +96,8 @@ function outcomeOf(state: SpendReservationState): SettlementOutcome {
       return 'committed';
     case SpendReservationState.RELEASED:
       return 'released';
+    case SpendReservationState.REFUNDED:
+      return 'refunded';
     default:
       return 'held';
   }

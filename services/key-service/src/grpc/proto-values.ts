@@ -66,6 +66,7 @@ const RESERVATION_STATES: Record<ReservationState, SpendReservationState> = {
   held: SpendReservationState.HELD,
   committed: SpendReservationState.COMMITTED,
   released: SpendReservationState.RELEASED,
+  refunded: SpendReservationState.REFUNDED,
 };
 
 export function reservationStateOut(state: ReservationState): SpendReservationState {

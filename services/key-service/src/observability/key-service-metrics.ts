@@ -91,7 +91,7 @@ export class KeyServiceMetrics {
   }
 
   /** Reservations settled, by who settled them (`Settler`) and the state they ended in (`ReservationState`). */
-  spendSettled(action: 'commit' | 'release', settler: string, state: string, count = 1): void {
+  spendSettled(action: 'commit' | 'release' | 'refund', settler: string, state: string, count = 1): void {
     this.#settlements.inc({ action, settler, state }, count);
   }
 }

@@ -7,9 +7,6 @@ import {
 import { parseWei } from '../money/wei.js';
 import type { SpendLedger } from './spend-ledger.js';
 
-/** Kinds that end a call without an answer: each gives the reservation back. */
-const RELEASING_KINDS = new Set([JobLifecycleKind.FAILED, JobLifecycleKind.REFUNDED]);
-
 /**
  * Kinds that say the call's job is alive: each keeps the hold from lapsing before its job ends.
  * `diverged` is one of them: the job is Completed on chain, so the wallet pays unless it is refunded;
@@ -27,11 +24,12 @@ const LIVE_JOB_KINDS = new Set([
 
 /**
  * Settles spend reservations from job lifecycle events, so the reservation of a call whose gateway died
- * still ends right: `answered` commits at the fee charged, `failed` / `refunded` release, and the kinds of
- * a live job (`diverged` among them: its job is Completed on chain) keep the hold from lapsing meanwhile.
- * Idempotent: a redelivered event changes nothing (the first commit wins; a release after a commit is a
- * no-op; a commit after a release still counts the fee as spent). Events about reservations this service does not hold (per-call payments) are
- * ignored.
+ * still ends right: `answered` commits at the fee charged, `failed` releases, `refunded` leaves nothing
+ * spent (it takes back a commit made when a fast-path answer was delivered), and the kinds of a live job
+ * (`diverged` among them: its job is Completed on chain) keep the hold from lapsing meanwhile. Idempotent:
+ * a redelivered event changes nothing (the first commit wins; a release after a commit is a no-op; a commit
+ * after a release still counts the fee as spent; nothing counts after a refund). Events about reservations
+ * this service does not hold (per-call payments) are ignored.
  */
 export function lifecycleSettlementHandler(ledger: SpendLedger, logger: Logger) {
   return async (event: ReceivedEvent<JobLifecycleEvent>): Promise<void> => {
@@ -42,16 +40,15 @@ export function lifecycleSettlementHandler(ledger: SpendLedger, logger: Logger) 
       await ledger.extend(reservationId);
       return;
     }
-    const answered = kind === JobLifecycleKind.ANSWERED;
-    if (!answered && !RELEASING_KINDS.has(kind)) return;
+    const settle = {
+      [JobLifecycleKind.ANSWERED]: () =>
+        ledger.commit(reservationId, feeWei ? parseWei(feeWei.decimal, 'fee_wei') : undefined, 'event'),
+      [JobLifecycleKind.FAILED]: () => ledger.release(reservationId, 'event'),
+      [JobLifecycleKind.REFUNDED]: () => ledger.refund(reservationId, 'event'),
+    }[kind as number];
+    if (!settle) return;
     try {
-      const state = answered
-        ? await ledger.commit(
-            reservationId,
-            feeWei ? parseWei(feeWei.decimal, 'fee_wei') : undefined,
-            'event',
-          )
-        : await ledger.release(reservationId, 'event');
+      const state = await settle();
       logger.debug(
         { reservationId, kind: JobLifecycleKind[kind], state },
         'settled a reservation from an event',

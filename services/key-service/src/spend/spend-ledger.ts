@@ -4,7 +4,7 @@ import { inTransaction, type PrismaClient } from '../db/database.js';
 import { isKeyId } from '../keys/key-id.js';
 import type { KeyServiceMetrics } from '../observability/key-service-metrics.js';
 
-export type ReservationState = 'held' | 'committed' | 'released';
+export type ReservationState = 'held' | 'committed' | 'released' | 'refunded';
 /** Who settled a reservation, kept for the audit trail. */
 export type Settler = 'gateway' | 'event' | 'sweeper';
 
@@ -48,7 +48,8 @@ const CAP_REMOVED = Symbol('cap removed');
 /**
  * Spend against a key's lifetime cap. A call's fee is held (`reserved_wei`) before it runs and settled:
  * committed at the fee charged when it was answered, released when it authoritatively was not (or its TTL
- * passed). A release is final for the hold but not for spend: a commit after it still counts the fee. The cap
+ * passed). A release is final for the hold but not for spend: a commit after it still counts the fee. A refund
+ * on chain is final for both: whatever came before, the fee is not spent, and no later commit counts it. The cap
  * check and the hold are one conditional UPDATE of the key's row, which PostgreSQL re-checks against the
  * latest row after waiting for its lock, so concurrent reservations can never together pass the cap.
  * Expiry times come from the database clock, so replicas with skewed clocks agree.
@@ -186,6 +187,38 @@ export class SpendLedger {
       RETURNING k.id`;
     const state = settled.length === 1 ? 'released' : await this.stateOf(reservationId);
     this.metrics.spendSettled('release', settler, state);
+    return state;
+  }
+
+  /**
+   * The call's job was refunded on chain: nothing is spent, whatever came before. A hold is given back, a
+   * commit taken back (a fast-path answer whose worker never committed it, a dispute won after the answer
+   * was delivered: the gateway counted the fee at delivery), and a released reservation is marked so that
+   * no commit arriving later counts it. Idempotent.
+   */
+  async refund(reservationId: string, settler: Settler): Promise<ReservationState> {
+    await this.heldReservation(reservationId);
+    // Separate statements under the row lock, not one statement whose CTE waits for it: after waiting on a
+    // commit that also moved the key's totals, such a statement read the key's row as before that commit.
+    const refunded = await inTransaction(this.db, async (tx) => {
+      const [reservation] = await tx.$queryRaw<
+        Array<{ key_id: string; amount_wei: string; charged_wei: string | null; state: ReservationState }>
+      >`
+        SELECT key_id::text, amount_wei::text, charged_wei::text, state FROM spend_reservations
+        WHERE id = ${reservationId}::uuid FOR UPDATE`;
+      if (!reservation || reservation.state === 'refunded') return false;
+      await tx.$executeRaw`
+        UPDATE spend_reservations SET state = 'refunded', settled_at = now(), settled_by = ${settler}
+        WHERE id = ${reservationId}::uuid`;
+      const held = reservation.state === 'held' ? reservation.amount_wei : '0';
+      const spent = reservation.state === 'committed' ? (reservation.charged_wei ?? '0') : '0';
+      await tx.$executeRaw`
+        UPDATE api_keys SET reserved_wei = reserved_wei - ${held}::numeric, spent_wei = spent_wei - ${spent}::numeric
+        WHERE id = ${reservation.key_id}::uuid`;
+      return true;
+    });
+    const state = refunded ? 'refunded' : await this.stateOf(reservationId);
+    this.metrics.spendSettled('refund', settler, state);
     return state;
   }
 

@@ -1088,7 +1088,8 @@ export const KeyService: GenService<{
   },
   /**
    * Counts a reservation as spent at the fee actually charged; idempotent (the first commit wins). Spend is
-   * a fact: a commit after a release still counts the fee (the hold is not given back twice).
+   * a fact: a commit after a release still counts the fee (the hold is not given back twice); a reservation
+   * whose job was refunded on chain stays REFUNDED.
    *
    * @generated from rpc svc.key.v1.KeyService.CommitSpend
    */

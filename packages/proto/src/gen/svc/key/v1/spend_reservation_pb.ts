@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file svc/key/v1/spend_reservation.proto.
  */
 export const file_svc_key_v1_spend_reservation: GenFile = /*@__PURE__*/
-  fileDesc("CiJzdmMva2V5L3YxL3NwZW5kX3Jlc2VydmF0aW9uLnByb3RvEgpzdmMua2V5LnYxIloKEFNwZW5kUmVzZXJ2YXRpb24SFgoOcmVzZXJ2YXRpb25faWQYASABKAkSLgoKZXhwaXJlc19hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAijQEKD1NwZW5kQ2FwUmVmdXNhbBIpCg1zcGVuZF9jYXBfd2VpGAEgASgLMhIuc3ZjLmNvbW1vbi52MS5XZWkSJQoJc3BlbnRfd2VpGAIgASgLMhIuc3ZjLmNvbW1vbi52MS5XZWkSKAoMcmVzZXJ2ZWRfd2VpGAMgASgLMhIuc3ZjLmNvbW1vbi52MS5XZWkqrwEKFVNwZW5kUmVzZXJ2YXRpb25TdGF0ZRInCiNTUEVORF9SRVNFUlZBVElPTl9TVEFURV9VTlNQRUNJRklFRBAAEiAKHFNQRU5EX1JFU0VSVkFUSU9OX1NUQVRFX0hFTEQQARIlCiFTUEVORF9SRVNFUlZBVElPTl9TVEFURV9DT01NSVRURUQQAhIkCiBTUEVORF9SRVNFUlZBVElPTl9TVEFURV9SRUxFQVNFRBADYgZwcm90bzM", [file_google_protobuf_timestamp, file_svc_common_v1_chain]);
+  fileDesc("CiJzdmMva2V5L3YxL3NwZW5kX3Jlc2VydmF0aW9uLnByb3RvEgpzdmMua2V5LnYxIloKEFNwZW5kUmVzZXJ2YXRpb24SFgoOcmVzZXJ2YXRpb25faWQYASABKAkSLgoKZXhwaXJlc19hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAijQEKD1NwZW5kQ2FwUmVmdXNhbBIpCg1zcGVuZF9jYXBfd2VpGAEgASgLMhIuc3ZjLmNvbW1vbi52MS5XZWkSJQoJc3BlbnRfd2VpGAIgASgLMhIuc3ZjLmNvbW1vbi52MS5XZWkSKAoMcmVzZXJ2ZWRfd2VpGAMgASgLMhIuc3ZjLmNvbW1vbi52MS5XZWkq1QEKFVNwZW5kUmVzZXJ2YXRpb25TdGF0ZRInCiNTUEVORF9SRVNFUlZBVElPTl9TVEFURV9VTlNQRUNJRklFRBAAEiAKHFNQRU5EX1JFU0VSVkFUSU9OX1NUQVRFX0hFTEQQARIlCiFTUEVORF9SRVNFUlZBVElPTl9TVEFURV9DT01NSVRURUQQAhIkCiBTUEVORF9SRVNFUlZBVElPTl9TVEFURV9SRUxFQVNFRBADEiQKIFNQRU5EX1JFU0VSVkFUSU9OX1NUQVRFX1JFRlVOREVEEARiBnByb3RvMw", [file_google_protobuf_timestamp, file_svc_common_v1_chain]);
 
 /**
  * A hold of one call's fee against a key's cap; committed when the call was answered, released otherwise.
@@ -114,6 +114,14 @@ export enum SpendReservationState {
    * @generated from enum value: SPEND_RESERVATION_STATE_RELEASED = 3;
    */
   RELEASED = 3,
+
+  /**
+   * The call's job was refunded on chain: nothing spent, whatever was committed before, and no later
+   * commit counts it.
+   *
+   * @generated from enum value: SPEND_RESERVATION_STATE_REFUNDED = 4;
+   */
+  REFUNDED = 4,
 }
 
 /**
