@@ -5,7 +5,7 @@ import { EarningsCollector } from './earnings/earnings-collector.js';
 import { WorkerMetrics } from './health/worker-metrics.js';
 import { silentAnswerChannel, type AnswerChannel } from './jobs/answer-channel.js';
 import { FinalAnswerJournal } from './jobs/final-answer-journal.js';
-import { JobRunner } from './jobs/job-runner.js';
+import { DEFAULT_PENDING_JOB_BOUNDS, JobRunner } from './jobs/job-runner.js';
 import { JobScheduler } from './jobs/job-scheduler.js';
 import { PromptReader } from './jobs/prompt-reader.js';
 import { WorkIntake } from './jobs/work-intake.js';
@@ -100,7 +100,8 @@ async function startSteps(
     guards: settings.guards,
     coalesceMs: settings.coalesceMs,
     maxDeltaChars: settings.maxDeltaChars,
-    ...(settings.pending ? { pending: settings.pending } : {}),
+    // Unconfirmed answers at once: as many as the jobs it runs at once.
+    pending: settings.pending ?? { ...DEFAULT_PENDING_JOB_BOUNDS, perLink: settings.capacity },
     logger,
   });
   const earnings = await EarningsCollector.open({

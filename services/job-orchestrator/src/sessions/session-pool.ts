@@ -197,6 +197,15 @@ export class SessionPool {
       if (!backedOffToo && standings.get(session.worker.toLowerCase())?.backedOff) continue;
       const held = this.#holdings();
       if (!(await held.lock(sessionBusyKey(session.sessionId), request.holder))) continue;
+      // Listed before its lock was taken: a call that held it may have retired it meanwhile (a session
+      // leaves the pool under its lock, so it is known now). Taken anyway, its next job would go to a
+      // session being closed, after the worker answered it.
+      if (
+        !(await store.presence.list(group)).some((entry) => entry.member === session.sessionId.toString())
+      ) {
+        await held.end();
+        continue;
+      }
       if (session.recovered && !holdsSession(worker, session.sessionId)) {
         // Recovered from the chain, and its worker came back without the key: nobody can serve it.
         try {

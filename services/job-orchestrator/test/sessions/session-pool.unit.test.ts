@@ -209,6 +209,45 @@ describe('the session pool (fakes)', () => {
     expect(chain.closed).toEqual([own.session.sessionId]);
   });
 
+  it('does not take a session retired between listing the pool and taking its lock', async () => {
+    const live = [worker('0x00000000000000000000000000000000000000b1')];
+    const store = new MemoryStore();
+    const holding = poolWith(live, {}, store);
+    await (await holding.pool.acquire(request('call-warm'))).release();
+    const failing = await holding.pool.acquire(request('call-failing'));
+    // The second call lists the pool while the first still holds the session; the first then fails and
+    // retires it (out of the pool, its lock let go) before the second tries the lock.
+    let retireAfterListing = true;
+    const racingStore = new Proxy(store, {
+      get: (target, property) =>
+        property === 'presence'
+          ? {
+              ...target.presence,
+              announce: (...args: Parameters<MemoryStore['presence']['announce']>) =>
+                target.presence.announce(...args),
+              withdraw: (...args: Parameters<MemoryStore['presence']['withdraw']>) =>
+                target.presence.withdraw(...args),
+              list: async (group: string) => {
+                const listed = await target.presence.list(group);
+                if (retireAfterListing && group.startsWith('sessions:pool:')) {
+                  retireAfterListing = false;
+                  await failing.discard('failed');
+                }
+                return listed;
+              },
+            }
+          : Reflect.get(target, property),
+    });
+    const racing = poolWith(live, {}, racingStore as MemoryStore);
+    const next = await racing.pool.acquire(request('call-next'));
+    expect(retireAfterListing).toBe(false);
+    // A session of its own (each fake chain numbers its sessions from 1).
+    expect(racing.chain.opened).toHaveLength(1);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(holding.chain.closed).toEqual([failing.session.sessionId]);
+    await next.release();
+  });
+
   it('keeps a session busy for as long as its call lives, and frees it within holdTtlMs of its replica dying', async () => {
     const store = new MemoryStore();
     // The replica whose call holds the session: once it dies, its renewals never reach the store.

@@ -151,7 +151,7 @@ export class JobRunner {
       const keyPair = await vault.get(checked.sessionId);
       if (!keyPair) throw new JobRefusedError('no_session_key', 'this worker holds no key for the session');
       prompt = prompts.open(offer.blob, checked.sessionId, checked.session, keyPair);
-      this.#unconfirmed.take(checked.jobId, checked.sessionId);
+      await this.#takeUnconfirmed(checked.jobId, checked.sessionId);
     } catch (error) {
       if (error instanceof PendingJobRejectedError || error instanceof JobRefusedError) {
         this.#options.logger.warn(
@@ -169,6 +169,24 @@ export class JobRunner {
     });
     this.#pending.set(target.jobId, outcome);
     return { accepted: true, outcome };
+  }
+
+  /**
+   * Counts the job as unconfirmed work, or refuses it (`bound_reached`). The session's previous job may be
+   * on chain already, unseen by this worker's poll yet (the service hands over the session's next job as
+   * soon as it sees the last one land): then it gives its place instead of turning the offer down.
+   */
+  async #takeUnconfirmed(jobId: bigint, sessionId: bigint): Promise<void> {
+    try {
+      this.#unconfirmed.take(jobId, sessionId);
+    } catch (error) {
+      const previous = this.#unconfirmed.inSession(sessionId);
+      if (!(error instanceof PendingJobRejectedError) || previous === undefined || previous === jobId)
+        throw error;
+      if ((await this.#options.chain.getJob(previous)).state === JobState.None) throw error;
+      this.#unconfirmed.release(previous);
+      this.#unconfirmed.take(jobId, sessionId);
+    }
   }
 
   async #runPending(

@@ -217,6 +217,12 @@ export class UnconfirmedWork {
     this.#jobs.set(jobId, sessionId);
   }
 
+  /** The unconfirmed job held in `sessionId`, if any. */
+  inSession(sessionId: bigint): bigint | undefined {
+    for (const [jobId, session] of this.#jobs) if (session === sessionId) return jobId;
+    return undefined;
+  }
+
   /** Gives the slot back: the job was mined, or given up. */
   release(jobId: bigint): void {
     this.#jobs.delete(jobId);

@@ -32,7 +32,8 @@ beforeAll(async () => {
   primary = await startTestWorker(net, {
     wallet: await fundedWorkerWallet(net),
     dataDir: await makeDataDir(),
-    settings: { pending: { maxBlocks: MAX_BLOCKS, perLink: 2, pollMs: 50, keepSeconds: 600 } },
+    // Polls slower than a test acts: a job on chain is seen by the test before the worker's poll sees it.
+    settings: { pending: { maxBlocks: MAX_BLOCKS, perLink: 2, pollMs: 5_000, keepSeconds: 600 } },
     link: {
       target: server.target,
       backoff: { initialDelayMs: 50, maxDelayMs: 200, multiplier: 2, jitter: 1 },
@@ -255,7 +256,7 @@ describe('starting before inclusion', () => {
     }
   });
 
-  it("takes the session's next job once the last one is on chain, without waiting for its commitment", async () => {
+  it("takes the session's next job once the last one is on chain, before its own poll saw it land and without waiting for its commitment", async () => {
     const sessionId = await freshSession();
     await rpc('evm_setAutomine', [false]);
     try {
@@ -267,9 +268,8 @@ describe('starting before inclusion', () => {
       await waitUntil(
         () => service.chain.getJob(first.jobId),
         (job) => job.state !== JobState.None,
-        { what: 'the first job on chain', timeoutMs: 10_000 },
+        { what: 'the first job on chain', timeoutMs: 10_000, intervalMs: 20 },
       );
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
       const next = await service.signSubmission(sessionId, MODEL.name, ask('second of two'), {
         jobId: first.jobId + 1n,
       });
