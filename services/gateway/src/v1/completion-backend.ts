@@ -92,8 +92,13 @@ export type CompletionEvent =
       readonly case: 'completed';
       readonly text: string;
       readonly service: ServiceInfo;
-      /** The fee actually charged; the spend reservation is committed at this amount. */
+      /** The fee actually charged; the spend reservation is committed at this amount unless `chargePending`. */
       readonly chargedWei: bigint;
+      /**
+       * Delivered before the worker's commitment was checked on chain: the charge is not final, and the
+       * job's lifecycle events settle the reservation (`answered`, or `refunded` / `failed`).
+       */
+      readonly chargePending?: boolean;
     }
   | {
       readonly case: 'failed';

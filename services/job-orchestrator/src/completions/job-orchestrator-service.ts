@@ -135,6 +135,7 @@ function toResponse(event: CompletionEvent): RunCompletionEvent {
             text: event.text,
             service: serviceInfo(event.service),
             chargedWei: { decimal: event.charged.toString() },
+            chargePending: event.chargePending,
           },
         },
       };
