@@ -109,13 +109,10 @@ export function connectInternalCaller(options: InternalCallerOptions) {
       for await (const { event } of events) {
         if (event.case === 'completed') {
           const chargedWei = BigInt(event.value.chargedWei?.decimal ?? '0');
-          // An answer delivered before its worker's commitment is checked is settled by the job's lifecycle
-          // events (spent once the commitment matches); any other is spent now.
-          if (!event.value.chargePending)
-            await keyService.commitSpend(
-              { reservationId, chargedWei: event.value.chargedWei },
-              { ...asKeyService, metadata: await tokens.metadata('key-service') },
-            );
+          await keyService.commitSpend(
+            { reservationId, chargedWei: event.value.chargedWei },
+            { ...asKeyService, metadata: await tokens.metadata('key-service') },
+          );
           return { text: event.value.text, chargedWei };
         }
         if (event.case === 'failed') {

@@ -9,7 +9,7 @@ import { ClientGoneError, drainFor, untilAborted } from './abortable-events.js';
 import { authenticatedKey, presentedApiKey } from './api-key-auth.js';
 import { parseChatCompletionBody } from './chat-request.js';
 import type { CompletionBackend, CompletionEvent, CompletionPayment } from './completion-backend.js';
-import { answerWithJson, relayAsEvents, type AnswerHeaders, type OnAnswered } from './completion-relay.js';
+import { answerWithJson, relayAsEvents, type AnswerHeaders } from './completion-relay.js';
 import type { ResolvedApiKey } from './key-resolution-cache.js';
 import type { LimitHitReporter } from './limit-hit-reporter.js';
 import type { PaymentReservation } from './per-call/payment-reservation.js';
@@ -181,10 +181,9 @@ export function chatCompletionsHandler(ports: ChatCompletionsPorts): RequestHand
         created: Math.floor(Date.now() / 1000),
         model: body.model,
       };
-      const onAnswered: OnAnswered = async ({ chargedWei, chargePending }) => {
+      const onAnswered = async (chargedWei: bigint) => {
         answered = true;
-        // Not final until the worker's commitment is checked: the job's lifecycle events settle it.
-        if (!chargePending) await holds.answered(chargedWei);
+        await holds.answered(chargedWei);
       };
       if (body.stream)
         await relayAsEvents(

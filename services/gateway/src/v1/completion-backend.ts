@@ -92,13 +92,8 @@ export type CompletionEvent =
       readonly case: 'completed';
       readonly text: string;
       readonly service: ServiceInfo;
-      /** The fee actually charged; the spend reservation is committed at this amount unless `chargePending`. */
+      /** The fee actually charged; the spend reservation is committed at this amount. */
       readonly chargedWei: bigint;
-      /**
-       * Delivered before the worker's commitment was checked on chain: the charge is not final, and the
-       * job's lifecycle events settle the reservation (`answered`, or `refunded` / `failed`).
-       */
-      readonly chargePending?: boolean;
     }
   | {
       readonly case: 'failed';

@@ -11,8 +11,8 @@ import {
 import type { SseWriter } from './sse-writer.js';
 import { toStreamError } from './v1-errors.js';
 
-/** Called once the job answered (its `completed` event), before the answer's last byte goes out. */
-export type OnAnswered = (completed: Extract<CompletionEvent, { case: 'completed' }>) => Promise<void>;
+/** Called with the fee charged once the job answered, before the answer's last byte goes out. */
+export type OnAnswered = (chargedWei: bigint) => Promise<void>;
 
 /**
  * Headers a 200 carries beside `x-service`, from the job that answered and its fee (the `started` event's,
@@ -39,7 +39,7 @@ export async function answerWithJson(
     if (event.case === 'failed') throw event.error;
     if (event.case === 'started') startedFeeWei = event.feeWei;
     if (event.case !== 'completed') continue;
-    await onAnswered(event);
+    await onAnswered(event.chargedWei);
     res
       .status(200)
       .set({
@@ -84,7 +84,7 @@ export async function relayAsEvents(
           break;
         case 'completed':
           await open(event.service, event.chargedWei);
-          await onAnswered(event);
+          await onAnswered(event.chargedWei);
           await sse.data(chatCompletionChunkJson(identity, {}, { service: event.service }));
           await sse.done();
           return;

@@ -101,7 +101,6 @@ export class OrchestratorBackend implements CompletionBackend {
               text: event.value.text,
               service: serviceOf(event.value.service),
               chargedWei: weiOf(event.value.chargedWei?.decimal, 'charged_wei'),
-              chargePending: event.value.chargePending,
             };
             return;
           case 'failed':

@@ -124,23 +124,6 @@ beforeAll(async () => {
             },
           };
           return;
-        case 'signed-final':
-          // Delivered on the worker's signed final: the commitment is checked after the answer went out.
-          yield {
-            event: { case: 'started', value: { service: SERVICE, feeWei: { decimal: FEE.toString() } } },
-          };
-          yield {
-            event: {
-              case: 'completed',
-              value: {
-                text,
-                service: SERVICE,
-                chargedWei: { decimal: CHARGED.toString() },
-                chargePending: true,
-              },
-            },
-          };
-          return;
         case 'hang':
           yield {
             event: { case: 'started', value: { service: SERVICE, feeWei: { decimal: FEE.toString() } } },
@@ -225,24 +208,6 @@ describe('the gateway over the job-orchestrator', () => {
     const completion = await sdk(minted.key).chat.completions.create({ model: 'echo:1b', messages: hello });
     expect(completion.choices[0]?.message.content).toBe('echo: hello');
     expect(received.at(-1)?.stream).toBe(false);
-  });
-
-  it('leaves the spend held when the charge is pending on the commitment, for the job lifecycle events to settle', async () => {
-    const minted = await mintKey(gateway.baseUrl, { spendCapWei: FEE.toString() });
-    const completion = await sdk(minted.key).chat.completions.create({
-      model: 'signed-final',
-      messages: hello,
-    });
-    expect(completion.choices[0]?.message.content).toBe('echo: hello');
-    // Not committed: a worker that never commits, or loses a dispute, has its job refunded, and nothing is spent.
-    expect((await listedKey(gateway.baseUrl, minted)).spentWei).toBe('0');
-    // Still held against the cap meanwhile: the next call does not fit.
-    const next = await call(gateway.baseUrl, 'POST', '/v1/chat/completions', {
-      token: minted.key,
-      body: { model: 'echo:1b', messages: hello },
-    });
-    expect(next.status).toBe(402);
-    expect(next.body).toMatchObject({ error: { code: 'spend_cap_exceeded' } });
   });
 
   it('answers 402 delegate_not_authorized with the ready-to-send transaction in error.accepts, and gives the fee back', async () => {

@@ -100,7 +100,7 @@ export class CallStream {
     const tail = text.slice(this.#sentText.length);
     this.#start(service, fee);
     if (this.options.stream && tail.length > 0) this.emit({ case: 'delta', text: tail });
-    this.emit({ case: 'completed', text, service, charged: fee, chargePending: deferRecord });
+    this.emit({ case: 'completed', text, service, charged: fee });
     record(JobLifecycleKind.ANSWERED, {
       jobId,
       attempt,

@@ -30,8 +30,6 @@ export type CompletionEvent =
       readonly text: string;
       readonly service: ServiceDescription;
       readonly charged: bigint;
-      /** Delivered before the commitment was checked: its lifecycle events settle the charge. */
-      readonly chargePending: boolean;
     }
   | { readonly case: 'failed'; readonly error: AppError; readonly jobSubmitted: boolean }
   | {

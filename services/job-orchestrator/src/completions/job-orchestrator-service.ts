@@ -135,7 +135,6 @@ function toResponse(event: CompletionEvent): RunCompletionEvent {
             text: event.text,
             service: serviceInfo(event.service),
             chargedWei: { decimal: event.charged.toString() },
-            chargePending: event.chargePending,
           },
         },
       };

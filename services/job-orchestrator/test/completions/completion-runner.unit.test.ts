@@ -311,8 +311,7 @@ describe('the completion runner on the signed final (fakes)', () => {
     };
     fakes.attempts = [{ deltas: ['Hel'], outcome: signed('Hello') }, { outcome: missed }];
     const events = await run(fakes, fakes.delegateCall());
-    // The charge is pending on the commitment: the gateway leaves the spend to the lifecycle events.
-    expect(events.at(-1)).toMatchObject({ case: 'completed', text: 'Hello', chargePending: true });
+    expect(events.at(-1)).toMatchObject({ case: 'completed', text: 'Hello' });
     expect(fakes.sent).toEqual(['submitJobFor', 'timeoutJob', 'refundJob']);
     expect(fakes.kinds()).toEqual(['SUBMITTED', 'REFUNDED']);
   });
@@ -332,19 +331,17 @@ describe('the completion runner on the signed final (fakes)', () => {
   });
 
   it('a final acknowledgement that fails (a chain read, a link gone) still records COMPLETED and ANSWERED, on either end', async () => {
-    const ends: [Relayed[], boolean][] = [
-      [[{ deltas: ['Hel'], outcome: signed('Hello') }, { outcome: committed('Hello') }], true],
-      [[{ deltas: ['Hel'], outcome: committed('Hello') }], false],
-    ];
-    for (const [attempts, chargePending] of ends) {
+    for (const attempts of [
+      [{ deltas: ['Hel'], outcome: signed('Hello') }, { outcome: committed('Hello') }],
+      [{ deltas: ['Hel'], outcome: committed('Hello') }],
+    ]) {
       const fakes = new Fakes();
       fakes.options.workers.acknowledgeFinal = async () => {
         throw new Error('rpc down');
       };
       fakes.attempts = attempts;
       const events = await run(fakes, fakes.delegateCall());
-      // Only the slow end's charge is final when the caller gets it; the fast end's waits for ANSWERED.
-      expect(events.at(-1)).toMatchObject({ case: 'completed', text: 'Hello', charged: FEE, chargePending });
+      expect(events.at(-1)).toMatchObject({ case: 'completed', text: 'Hello', charged: FEE });
       expect(fakes.kinds()).toEqual(['SUBMITTED', 'COMPLETED', 'ANSWERED']);
       expect(fakes.published.at(-1)!.identity).toMatchObject({ reservationId: 'res-1' });
       expect(fakes.leases).toEqual([expect.objectContaining({ released: 'kept' })]);

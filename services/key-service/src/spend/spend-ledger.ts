@@ -192,9 +192,9 @@ export class SpendLedger {
 
   /**
    * The call's job was refunded on chain: nothing is spent, whatever came before. A hold is given back, a
-   * commit taken back (a caller that committed an answer delivered on the worker's signed final, whose
-   * worker then never committed it or lost a dispute), and a released reservation is marked so that no
-   * commit arriving later counts it. Idempotent.
+   * commit taken back (a fast-path answer whose worker never committed it, a dispute won after the answer
+   * was delivered: the gateway counted the fee at delivery), and a released reservation is marked so that
+   * no commit arriving later counts it. Idempotent.
    */
   async refund(reservationId: string, settler: Settler): Promise<ReservationState> {
     await this.heldReservation(reservationId);
