@@ -5,3 +5,4 @@ export { RedisKeyspace, hashTagOf } from './redis/keys.js';
 export { openRedisClient, deleteKeysUnder, type RedisClient } from './redis/redis-connection.js';
 export { isRedisClusterUrl } from './redis/redis-url.js';
 export { MemoryStore, type MemoryStoreOptions } from './memory/memory-store.js';
+export { renewWhileHeld, type Renewal } from './renewal.js';

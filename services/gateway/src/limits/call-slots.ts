@@ -1,4 +1,4 @@
-import { AppError, type ConcurrencyLeases, type Logger } from '@svc/platform';
+import { AppError, renewWhileHeld, type ConcurrencyLeases, type Logger } from '@svc/platform';
 
 export interface CallSlotSettings {
   /** Who holds the slots, for the refusal's message: "key", "payer". */
@@ -45,20 +45,19 @@ export class CallSlots {
       });
     }
     const { leaseId } = outcome;
-    const renewal = setInterval(() => {
+    const renewal = renewWhileHeld(leaseTtlMs, () =>
       this.leases.renew(leaseKey, leaseId, leaseTtlMs).then(
         (live) => {
           if (!live) this.logger.warn({ holderId }, 'an in-flight slot expired before its call ended');
         },
         (error: unknown) => this.logger.warn({ err: error, holderId }, 'could not renew an in-flight slot'),
-      );
-    }, leaseTtlMs / 3);
-    renewal.unref();
+      ),
+    );
     let released: Promise<void> | undefined;
     return {
       release: () => {
         released ??= (async () => {
-          clearInterval(renewal);
+          renewal.stop();
           try {
             await this.leases.release(leaseKey, leaseId);
           } catch (error) {

@@ -1,4 +1,4 @@
-import type { Store } from '@svc/platform';
+import { renewWhileHeld, type Store } from '@svc/platform';
 import type { CallIdentity } from '../events/lifecycle-events.js';
 
 /** A job the service submitted and has not seen to a terminal state yet. */
@@ -80,16 +80,10 @@ export class TrackedJobs {
   async holdRun(jobId: bigint, holder: string, ttlMs: number): Promise<{ end(): Promise<void> }> {
     const key = runningKey(jobId);
     await this.store.locks.tryAcquire(key, holder, ttlMs);
-    const renewal = setInterval(
-      () => {
-        this.store.locks.renew(key, holder, ttlMs).catch(() => undefined);
-      },
-      Math.max(1, Math.floor(ttlMs / 3)),
-    );
-    renewal.unref();
+    const renewal = renewWhileHeld(ttlMs, () => this.store.locks.renew(key, holder, ttlMs));
     return {
       end: async () => {
-        clearInterval(renewal);
+        renewal.stop();
         await this.store.locks.release(key, holder);
       },
     };

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { getBytes } from 'ethers';
 import { SessionState } from '@svc/chain';
-import { AppError, type Logger, type Store } from '@svc/platform';
+import { AppError, renewWhileHeld, type Logger, type Renewal, type Store } from '@svc/platform';
 import type { LinkedWorkers } from '../link/worker-link-server.js';
 import { holdsSession, type LiveWorker } from '../link/worker-presence.js';
 import { revertOf, type ServiceChain, type ServiceTransaction } from '../chain/service-chain.js';
@@ -641,7 +641,7 @@ class Holdings {
   /** Each lock held, with its owner. */
   readonly #locks = new Map<string, string>();
   readonly #leases: { key: string; leaseId: string }[] = [];
-  #renewal: NodeJS.Timeout | undefined;
+  #renewal: Renewal | undefined;
 
   constructor(
     private readonly store: Pick<Store, 'locks' | 'concurrency'>,
@@ -678,7 +678,7 @@ class Holdings {
 
   /** Lets everything go (locks last: a session is free only once the rest of its call is). */
   async end(): Promise<void> {
-    clearInterval(this.#renewal);
+    this.#renewal?.stop();
     this.#renewal = undefined;
     try {
       await this.endLeases();
@@ -688,17 +688,12 @@ class Holdings {
   }
 
   #renew(): void {
-    if (this.#renewal) return;
-    this.#renewal = setInterval(
-      () => {
-        // A renewal the store refuses (it lost the lock) is not retaken: another call may hold it now.
-        for (const [key, owner] of this.#locks)
-          this.store.locks.renew(key, owner, this.ttlMs).catch(() => undefined);
-        for (const { key, leaseId } of this.#leases)
-          this.store.concurrency.renew(key, leaseId, this.ttlMs).catch(() => undefined);
-      },
-      Math.max(1, Math.floor(this.ttlMs / 3)),
+    // A renewal the store refuses (it lost the lock) is not retaken: another call may hold it now.
+    this.#renewal ??= renewWhileHeld(this.ttlMs, () =>
+      Promise.allSettled([
+        ...[...this.#locks].map(([key, owner]) => this.store.locks.renew(key, owner, this.ttlMs)),
+        ...this.#leases.map(({ key, leaseId }) => this.store.concurrency.renew(key, leaseId, this.ttlMs)),
+      ]),
     );
-    this.#renewal.unref();
   }
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { AppError, ExclusiveLocks, ExpiringValues } from '@svc/platform';
+import { renewWhileHeld, type AppError, type ExclusiveLocks, type ExpiringValues } from '@svc/platform';
 import type { DebitAuthorizationJson } from '@svc/x402';
 import type { PaymentRefusal } from './refusals.js';
 
@@ -45,8 +45,12 @@ export type SettlementEnding =
 /** `held` when a settlement is under way: the payment may land, so it is not freed. */
 export type ReleaseOutcome = 'released' | 'settled' | 'held';
 
-/** How long a settlement may hold its reservation's settling lock: beyond the sender's worst case. */
-const SETTLING_LOCK_TTL_MS = 10 * 60_000;
+/**
+ * How long a settlement's settling lock outlives its replica (renewed while the settlement runs). A send
+ * that may still land after its replica died is known from the record's `sentBlobHashes`, noted before
+ * the broadcast, so the lock need not outlast the sender's worst case.
+ */
+const SETTLING_LOCK_TTL_MS = 30_000;
 /** The least time a settlement's ending is kept: its caller asks again within seconds. */
 const MIN_ENDING_TTL_MS = 60_000;
 
@@ -75,9 +79,13 @@ export class NonceReservations {
     const holder = randomUUID();
     const key = settlingKey(reservationId);
     if (!(await this.locks.tryAcquire(key, holder, SETTLING_LOCK_TTL_MS)).acquired) return undefined;
+    const renewal = renewWhileHeld(SETTLING_LOCK_TTL_MS, () =>
+      this.locks.renew(key, holder, SETTLING_LOCK_TTL_MS),
+    );
     try {
       return { value: await settle() };
     } finally {
+      renewal.stop();
       await this.locks.release(key, holder);
     }
   }
