@@ -197,6 +197,20 @@ export async function checkPayments(
   }
 }
 
+/** The jobs some call (or a dead replica's call, until its mark lapses) is running now. */
+export async function runningJobMarks(redisUrl: string, namespace: string): Promise<string[]> {
+  const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 2 });
+  try {
+    await redis.connect();
+    return await redis.keys(`${namespace}:lock:jobs:running:*`);
+  } catch {
+    // Redis is the fault being injected: nothing can be read, and nothing is held any more.
+    return [];
+  } finally {
+    redis.disconnect();
+  }
+}
+
 /** No concurrency lease, session lock or running mark outlives the calls. */
 export async function checkSlots(redisUrl: string, namespace: string): Promise<Violation[]> {
   const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 2 });

@@ -23,7 +23,14 @@ import {
   stopRedis,
   waitFor,
 } from './environment.js';
-import { checkConsumers, checkPayments, checkSlots, chainJobs, type Violation } from './invariants.js';
+import {
+  checkConsumers,
+  checkPayments,
+  checkSlots,
+  chainJobs,
+  runningJobMarks,
+  type Violation,
+} from './invariants.js';
 import { Load, type CallRecord } from './load.js';
 import { LocalCluster, type Pod } from './pods.js';
 import { checkCallTrace, checkSpansKeepSecrets } from './traces.js';
@@ -245,7 +252,18 @@ async function main(): Promise<number> {
       log(`fault: ${name}`);
       await fault();
       const injectedMs = Date.now() - faultAt;
-      const healMs = await waitFor(`${name} to heal`, healed, 240_000);
+      // Healed also means the jobs running when it hit were let go: their calls ended, or (a dead
+      // replica's) their marks lapsed and the job keeper took them over. The next fault comes only then:
+      // faults in turn, each with its consequences settled (a store lost during the keeper's takeover
+      // would lose what it was taking over: docs/operations.md).
+      const runningAtFault = new Set(await runningJobMarks(redisUrl, storeNamespace));
+      const takenOver = async () =>
+        (await runningJobMarks(redisUrl, storeNamespace)).every((mark) => !runningAtFault.has(mark));
+      const healMs = await waitFor(
+        `${name} to heal`,
+        async () => (await healed()) && (await takenOver()),
+        240_000,
+      );
       phases.push({ name, injectedMs, healMs });
       // Error lines up to a while after healing are the fault's (calls it broke end, sweepers run).
       faultLog.push({ name, from: faultAt, to: Date.now() + 10_000 });
