@@ -197,15 +197,26 @@ export async function checkPayments(
   }
 }
 
-/** The jobs some call (or a dead replica's call, until its mark lapses) is running now. */
-export async function runningJobMarks(redisUrl: string, namespace: string): Promise<string[]> {
+/**
+ * What the job-orchestrators have yet to settle: the jobs some call (or a dead replica's call, until its
+ * mark lapses) is running, and how long the oldest lifecycle event has waited in the outbox for Kafka
+ * (0 when none: the outbox is a Redis stream, whose entry ids start with the time they were added).
+ */
+export async function unsettledWork(
+  redisUrl: string,
+  namespace: string,
+): Promise<{ running: string[]; outboxWaitMs: number }> {
   const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 2 });
   try {
     await redis.connect();
-    return await redis.keys(`${namespace}:lock:jobs:running:*`);
+    const [oldest] = await redis.xrange(`${namespace}:queue:{job-lifecycle-outbox}`, '-', '+', 'COUNT', 1);
+    return {
+      running: await redis.keys(`${namespace}:lock:jobs:running:*`),
+      outboxWaitMs: oldest ? Math.max(0, Date.now() - Number(oldest[0].split('-')[0])) : 0,
+    };
   } catch {
     // Redis is the fault being injected: nothing can be read, and nothing is held any more.
-    return [];
+    return { running: [], outboxWaitMs: 0 };
   } finally {
     redis.disconnect();
   }

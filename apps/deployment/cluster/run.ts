@@ -28,7 +28,7 @@ import {
   checkPayments,
   checkSlots,
   chainJobs,
-  runningJobMarks,
+  unsettledWork,
   type Violation,
 } from './invariants.js';
 import { Load, type CallRecord } from './load.js';
@@ -252,13 +252,16 @@ async function main(): Promise<number> {
       log(`fault: ${name}`);
       await fault();
       const injectedMs = Date.now() - faultAt;
-      // Healed also means the jobs running when it hit were let go: their calls ended, or (a dead
-      // replica's) their marks lapsed and the job keeper took them over. The next fault comes only then:
-      // faults in turn, each with its consequences settled (a store lost during the keeper's takeover
-      // would lose what it was taking over: docs/operations.md).
-      const runningAtFault = new Set(await runningJobMarks(redisUrl, storeNamespace));
-      const takenOver = async () =>
-        (await runningJobMarks(redisUrl, storeNamespace)).every((mark) => !runningAtFault.has(mark));
+      // Healed also means the fault's consequences settled: the jobs running when it hit were let go (their
+      // calls ended, or, a dead replica's, their marks lapsed and the job keeper took them over) and the
+      // lifecycle outbox drained to Kafka. The next fault comes only then: faults in turn (a store lost
+      // while either is under way loses it: docs/operations.md).
+      const runningAtFault = new Set((await unsettledWork(redisUrl, storeNamespace)).running);
+      const takenOver = async () => {
+        const { running, outboxWaitMs } = await unsettledWork(redisUrl, storeNamespace);
+        // Under load the outbox is never empty for long: drained means its relay keeps up again.
+        return outboxWaitMs < 2_000 && running.every((mark) => !runningAtFault.has(mark));
+      };
       const healMs = await waitFor(
         `${name} to heal`,
         async () => (await healed()) && (await takenOver()),
