@@ -207,7 +207,8 @@ describe('spend settlement from job lifecycle events, delivered at least once', 
       state: 'committed',
     });
 
-    // Live events redelivered after the answer, and a refund after it, change nothing.
+    // Live events redelivered after the answer change nothing; a refund after it (the chain gave the fee
+    // back: a dispute won, say) leaves nothing spent.
     const done = await reservation();
     const submitted = lifecycle(JobLifecycleKind.SUBMITTED, done.reservationId);
     await publishAll(
@@ -220,9 +221,9 @@ describe('spend settlement from job lifecycle events, delivered at least once', 
       first.handled,
     );
     expect(await state(done.keyId, done.reservationId)).toEqual({
-      spent: 600_000n,
+      spent: 0n,
       reserved: 0n,
-      state: 'committed',
+      state: 'refunded',
     });
   });
 
