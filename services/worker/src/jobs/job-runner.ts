@@ -100,6 +100,13 @@ export class JobRunner {
   readonly #unconfirmed: UnconfirmedWork;
   /** Jobs started before inclusion: the chain's announcement of one joins it instead of starting again. */
   readonly #pending = new Map<bigint, Promise<JobOutcome>>();
+  /**
+   * Offers still being checked. The chain's announcement of such a job (with instant blocks it may come
+   * while the offer's own reads are out) waits for the decision: it joins the run the offer starts, and only
+   * a declined offer leaves the job to run as usual. Without the wait both would answer it, and the caller
+   * would see two generations' deltas.
+   */
+  readonly #offering = new Map<bigint, Promise<void>>();
 
   constructor(options: JobRunnerOptions) {
     this.#options = options;
@@ -119,6 +126,23 @@ export class JobRunner {
    * committed, given up (`not-mined`) or found replaced by another blob (`replaced`).
    */
   async offerPending(
+    offer: PendingJobOffer,
+    signal: AbortSignal,
+  ): Promise<{ accepted: true; outcome: Promise<JobOutcome> } | { accepted: false; reason: string }> {
+    const deciding = this.#decideOffer(offer, signal);
+    const decided = deciding.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#offering.set(offer.jobId, decided);
+    try {
+      return await deciding;
+    } finally {
+      if (this.#offering.get(offer.jobId) === decided) this.#offering.delete(offer.jobId);
+    }
+  }
+
+  async #decideOffer(
     offer: PendingJobOffer,
     signal: AbortSignal,
   ): Promise<{ accepted: true; outcome: Promise<JobOutcome> } | { accepted: false; reason: string }> {
@@ -311,6 +335,7 @@ export class JobRunner {
    * its caller may have the signed final already.
    */
   async refuse(assignment: JobAssignment, reason: string): Promise<void> {
+    await this.#offering.get(assignment.jobId);
     const pending = this.#pending.get(assignment.jobId);
     if (pending) {
       await pending;
@@ -328,6 +353,7 @@ export class JobRunner {
   async run(assignment: JobAssignment, signal: AbortSignal): Promise<JobOutcome> {
     const { chain, worker } = this.#options;
     // Started before inclusion: that run commits it (or refuses a replacement).
+    await this.#offering.get(assignment.jobId);
     const pending = this.#pending.get(assignment.jobId);
     if (pending) return pending;
     const job = await chain.getJob(assignment.jobId);
