@@ -43,6 +43,8 @@ export interface Workload {
   readonly ports: Record<string, number>;
   readonly mountPaths: string[];
   readonly readinessHttpPath?: string;
+  /** A gRPC readiness probe: the container port it asks and the grpc.health.v1 service it names. */
+  readonly readinessGrpc?: { readonly port: number; readonly service: string };
   readonly hook?: string;
 }
 
@@ -128,6 +130,14 @@ export function renderChart(
       ports,
       mountPaths: (container.volumeMounts ?? []).map((mount) => mount.mountPath),
       readinessHttpPath: container.readinessProbe?.httpGet?.path,
+      ...(container.readinessProbe?.grpc
+        ? {
+            readinessGrpc: {
+              port: container.readinessProbe.grpc.port,
+              service: container.readinessProbe.grpc.service ?? '',
+            },
+          }
+        : {}),
       hook: object.metadata.annotations?.['helm.sh/hook'],
     });
   }

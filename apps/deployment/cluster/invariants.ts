@@ -136,17 +136,20 @@ export async function checkPayments(
       // A key's spend is the fees of the jobs charged on the API-key path (the signer's allowance) for
       // its wallet (one key per wallet here), as the chain has them.
       const wallet = input.wallets.find((entry) => entry.keyId === key.id)?.wallet.address.toLowerCase();
-      const fees = input.jobs
-        .filter(
-          (job) =>
-            job.payer.toLowerCase() === wallet && job.delegate.toLowerCase() === signer && charged(job),
-        )
-        .reduce((sum, job) => sum + job.fee, 0n);
-      if (BigInt(key.spent_wei) !== fees)
+      const chargedJobs = input.jobs.filter(
+        (job) => job.payer.toLowerCase() === wallet && job.delegate.toLowerCase() === signer && charged(job),
+      );
+      const fees = chargedJobs.reduce((sum, job) => sum + job.fee, 0n);
+      if (BigInt(key.spent_wei) !== fees) {
+        // The charged jobs no answered call names are where to look first (ids, states).
+        const unnamed = chargedJobs
+          .filter((job) => !answeredJobIds.has(job.id.toString()))
+          .map((job) => `${job.id} (state ${job.state})`);
         violations.push({
           invariant: "key's spentWei is the fees of its charged jobs",
-          detail: `${key.id}: spentWei ${key.spent_wei}, charged fees ${fees}`,
+          detail: `${key.id}: spentWei ${key.spent_wei}, charged fees ${fees}; charged jobs no answered call names: ${unnamed.join(', ') || 'none'}`,
         });
+      }
       if (key.spend_cap_wei !== null && BigInt(key.spent_wei) > BigInt(key.spend_cap_wei))
         violations.push({
           invariant: 'no cap passed',

@@ -5,6 +5,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { service as healthService } from 'grpc-health-check';
 import type { RenderedChart, Service, Workload } from './chart-pods.js';
 import { imageEntrypoint, repoRoot, workloadOf } from './chart-pods.js';
 
@@ -195,6 +197,7 @@ export class LocalCluster {
   /** Called for every log line of every pod (the suite waits for lines, funds new workers). */
   onLine: (pod: Pod, line: LogLine) => void = () => {};
   private podCounter = 0;
+  private readonly healthProbes = new Map<number, HealthProbe>();
   private stopping = false;
 
   constructor(
@@ -347,9 +350,29 @@ export class LocalCluster {
       }
       return;
     }
-    // gRPC workloads: ready once every declared port accepts connections (the runner listens after start).
+    // gRPC workloads are asked as the kubelet asks them: grpc.health.v1 Check on the probe's port. The
+    // runner binds that port before its modules add their services, so a port that takes connections is
+    // not yet one that serves them.
+    const grpcProbe = pod.workload.readinessGrpc;
+    if (grpcProbe) {
+      const name = Object.keys(pod.workload.ports).find((key) => pod.workload.ports[key] === grpcProbe.port);
+      const port = name === undefined ? undefined : pod.ports[name];
+      pod.ready = port !== undefined && (await this.healthOf(port).isServing(grpcProbe.service));
+      return;
+    }
+    // No readiness probe: ready once every declared port accepts connections.
     const results = await Promise.all(Object.values(pod.ports).map((port) => canConnect(port)));
     pod.ready = results.every(Boolean);
+  }
+
+  /** One health client a local port, kept across probes (its channel reconnects to a restarted pod). */
+  private healthOf(port: number): HealthProbe {
+    let probe = this.healthProbes.get(port);
+    if (!probe) {
+      probe = new HealthProbe(port);
+      this.healthProbes.set(port, probe);
+    }
+    return probe;
   }
 
   async stopAll(graceMs: number): Promise<void> {
@@ -361,6 +384,41 @@ export class LocalCluster {
       }),
     );
     await Promise.all(this.proxies.map((proxy) => proxy.close()));
+    for (const probe of this.healthProbes.values()) probe.close();
+  }
+}
+
+type HealthClient = grpc.Client & {
+  check(
+    request: { service: string },
+    options: grpc.CallOptions,
+    callback: (error: grpc.ServiceError | null, response?: { status: string }) => void,
+  ): void;
+};
+const HealthClient = grpc.makeGenericClientConstructor(healthService, 'grpc.health.v1.Health');
+
+/** grpc.health.v1 Check against a pod's local port, as a Kubernetes gRPC readiness probe does. */
+class HealthProbe {
+  private readonly client: HealthClient;
+
+  constructor(port: number) {
+    this.client = new HealthClient(
+      `127.0.0.1:${port}`,
+      grpc.credentials.createInsecure(),
+    ) as unknown as HealthClient;
+  }
+
+  /** True when `service` ('' for the whole server) answers SERVING within 2 s. */
+  isServing(service: string): Promise<boolean> {
+    return new Promise((resolve) =>
+      this.client.check({ service }, { deadline: Date.now() + 2000 }, (error, response) =>
+        resolve(!error && response?.status === 'SERVING'),
+      ),
+    );
+  }
+
+  close(): void {
+    this.client.close();
   }
 }
 

@@ -109,7 +109,7 @@ async function buildVectors(): Promise<unknown> {
   };
 
   const blobPayloads = [
-    { name: 'empty payload', payload: new Uint8Array(0) },
+    { name: 'one zero byte', payload: new Uint8Array(1) },
     { name: 'the prompt wire above', payload: promptWire },
     { name: 'full capacity', payload: fullCapacityPayload() },
   ];
@@ -118,9 +118,10 @@ async function buildVectors(): Promise<unknown> {
     description:
       'Envelope and blob test vectors (docs/protocol.md, Blob format and Encryption). All byte strings are 0x-hex; ids are decimal strings. ' +
       'Inputs are sha256("svc/vectors/<label>") (nonces: its first 12 bytes). A blob entry too long to spell out ' +
-      'gives payloadLength and payloadRule instead of payload. Regenerate with scripts/make-vectors.ts.',
+      'gives payloadLength and payloadRule instead of payload; sharedBlob carries several payloads (blobHead: its first 96 bytes). ' +
+      'Regenerate with scripts/make-vectors.ts.',
     layouts: {
-      blob: '4-byte big-endian length ‖ payload, packed 31 bytes per 32-byte field element (byte 0 = 0x00), 4096 elements, zero padding',
+      blob: 'frames (4-byte big-endian length ≥ 1 ‖ payload) one after another, then zero bytes (a zero length or fewer than 4 bytes left ends the list); that stream packed 31 bytes per 32-byte field element (byte 0 = 0x00), 4096 elements',
       versionedHash: '0x01 ‖ sha256(KZG commitment)[1:]',
       promptWire: '0x01 ‖ ephemeral P-256 public key (65) ‖ nonce (12) ‖ AES-256-GCM ciphertext ‖ tag (16)',
       promptKey:
@@ -199,11 +200,29 @@ async function buildVectors(): Promise<unknown> {
         versionedHash: sidecar.versionedHash,
       };
     }),
+    sharedBlob: sharedBlobVector(),
     invalidSessionPublicKeys: invalidPublicKeys(session.publicKey),
   };
 }
 
 const FULL_CAPACITY_RULE = 'byte i = i mod 251';
+
+const SHARED_BLOB_HEAD_BYTES = 96;
+
+/** Two payloads in one blob: payload 0 and payload 1, framed one after the other. */
+function sharedBlobVector(): unknown {
+  const payloads = [Uint8Array.from([1, 2, 3, 4, 5]), Uint8Array.from({ length: 40 }, (_, i) => i)];
+  const sidecar = blobSidecarOf(...payloads);
+  return {
+    name: 'two payloads in one blob',
+    payloads: payloads.map((payload) => hexlify(payload)),
+    blobHead: hexlify(sidecar.data.subarray(0, SHARED_BLOB_HEAD_BYTES)),
+    blobSha256: sha256Hex(sidecar.data),
+    commitment: hexlify(sidecar.commitment),
+    proof: hexlify(sidecar.proof),
+    versionedHash: sidecar.versionedHash,
+  };
+}
 
 function fullCapacityPayload(): Uint8Array {
   const payload = new Uint8Array(MAX_BLOB_PAYLOAD_BYTES);

@@ -12,23 +12,39 @@ export abstract class ChainCodecError<Reason extends string = string> extends Er
   }
 }
 
-/** A payload larger than one blob can carry. */
+/**
+ * Payloads larger than one blob can carry: `payloadBytes` is their total, `maxPayloadBytes` the most
+ * that `payloadCount` payloads fit in one blob (each frame takes a 4-byte prefix of the capacity).
+ */
 export class BlobPayloadTooLargeError extends ChainCodecError<'payload_too_large'> {
   constructor(
     readonly payloadBytes: number,
     readonly maxPayloadBytes: number,
+    readonly payloadCount = 1,
   ) {
     super(
       'payload_too_large',
-      `blob payload of ${payloadBytes} bytes exceeds the ${maxPayloadBytes}-byte capacity`,
+      payloadCount === 1
+        ? `blob payload of ${payloadBytes} bytes exceeds the ${maxPayloadBytes}-byte capacity`
+        : `${payloadCount} blob payloads of ${payloadBytes} bytes together exceed the ${maxPayloadBytes} ` +
+            `bytes that ${payloadCount} payloads can carry`,
     );
   }
 }
 
 export type MalformedBlobReason =
-  'wrong_size' | 'non_zero_high_byte' | 'length_past_capacity' | 'non_zero_padding' | 'not_canonical';
+  | 'wrong_size'
+  | 'non_zero_high_byte'
+  | 'length_past_capacity'
+  | 'non_zero_padding'
+  | 'empty'
+  | 'no_such_payload'
+  | 'not_canonical';
 
-/** Bytes that are not a blob produced by the codec (or a field element c-kzg refuses). */
+/**
+ * Bytes that are not a blob produced by the codec (or a field element c-kzg refuses), or a valid blob
+ * without the payload asked for (`no_such_payload`).
+ */
 export class MalformedBlobError extends ChainCodecError<MalformedBlobReason> {
   constructor(reason: MalformedBlobReason, message: string, options?: ErrorOptions) {
     super(reason, message, options);

@@ -2,13 +2,15 @@ export * from './errors.js';
 export {
   BLOB_BYTES,
   BLOB_CAPACITY_BYTES,
-  BLOB_LENGTH_PREFIX_BYTES,
+  BLOB_FRAME_OVERHEAD_BYTES,
   BYTES_PER_FIELD_ELEMENT,
   FIELD_ELEMENTS_PER_BLOB,
   MAX_BLOB_PAYLOAD_BYTES,
   USABLE_BYTES_PER_FIELD_ELEMENT,
   decodeBlob,
+  decodeBlobPayloads,
   encodeBlob,
+  framedLength,
 } from './blob/codec.js';
 export {
   KZG_COMMITMENT_BYTES,
@@ -23,7 +25,15 @@ export {
   versionedHash,
   type BlobSidecar,
 } from './blob/kzg.js';
-export { commitsTo, kzgThreads, provingBlobSidecarOf, type ProvingBlobSidecar } from './blob/kzg-thread.js';
+export {
+  commitsTo,
+  kzgThreads,
+  provingBlobSidecarOf,
+  type KzgOperation,
+  type KzgWork,
+  type ProvingBlobSidecar,
+} from './blob/kzg-thread.js';
+export { countKzgWork } from './blob/kzg-metrics.js';
 export {
   P256_PRIVATE_KEY_BYTES,
   P256_PUBLIC_KEY_BYTES,
@@ -129,6 +139,8 @@ export {
   TransactionNotMinedError,
   TransactionRevertedError,
 } from './tx/errors.js';
+export { RpcProvider } from './contracts/rpc-provider.js';
+export { CallBatcher, type BatchEntry, type BatchPolicy } from './tx/call-batcher.js';
 export { blobFeeCap, replacementFees, type ExecutionFees, type TransactionFees } from './tx/fees.js';
 export {
   OperatorLanes,

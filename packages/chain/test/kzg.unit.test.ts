@@ -61,8 +61,8 @@ describe('KZG', () => {
     const zeroBlob = new Uint8Array(BLOB_BYTES);
     expect(hexlify(commitmentOf(zeroBlob))).toBe(`0xc0${'00'.repeat(47)}`);
     expect(versionedHash(commitmentOf(zeroBlob))).toBe(ZERO_BLOB_VERSIONED_HASH);
-    // The empty payload encodes to the all-zero blob (length prefix 0, zero padding).
-    expect(blobSidecarOf(new Uint8Array(0)).versionedHash).toBe(ZERO_BLOB_VERSIONED_HASH);
+    // The all-zero blob carries no payload (a zero length ends the frame list): the codec never makes it.
+    expect(() => blobSidecarOf(new Uint8Array(0))).toThrow(RangeError);
   });
 
   it('refuses blobs of the wrong size and non-canonical field elements with MalformedBlobError', () => {

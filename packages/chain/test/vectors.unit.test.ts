@@ -12,6 +12,7 @@ import {
   answerFrameAad,
   blobSidecarOf,
   decodeBlob,
+  decodeBlobPayloads,
   decodePromptPlaintext,
   decryptAnswerFrame,
   decryptPrompt,
@@ -81,6 +82,15 @@ interface EnvelopeVectors {
     proof: string;
     versionedHash: string;
   }>;
+  sharedBlob: {
+    name: string;
+    payloads: string[];
+    blobHead: string;
+    blobSha256: string;
+    commitment: string;
+    proof: string;
+    versionedHash: string;
+  };
   invalidSessionPublicKeys: Array<{ reason: string; note: string; key: string }>;
 }
 
@@ -215,9 +225,9 @@ describe('blob vectors', () => {
     return payload;
   }
 
-  it('covers the empty payload, the prompt wire and full capacity', () => {
+  it('covers the smallest payload, the prompt wire and full capacity', () => {
     const lengths = vectors.blobs.map((vector) => payloadOf(vector).length);
-    expect(lengths).toEqual([0, getBytes(vectors.prompt.wire).length, MAX_BLOB_PAYLOAD_BYTES]);
+    expect(lengths).toEqual([1, getBytes(vectors.prompt.wire).length, MAX_BLOB_PAYLOAD_BYTES]);
   });
 
   it.each(vectors.blobs.map((vector) => [vector.name, vector] as const))(
@@ -234,4 +244,22 @@ describe('blob vectors', () => {
       expect(verifyBlobProof(blob, getBytes(vector.commitment), getBytes(vector.proof))).toBe(true);
     },
   );
+
+  it('shared blob: its bytes, commitment, proof and versioned hash follow from the payloads, each back by index', () => {
+    const vector = vectors.sharedBlob;
+    const payloads = vector.payloads.map((payload) => getBytes(payload));
+    expect(payloads.length).toBeGreaterThan(1);
+    const blob = encodeBlob(...payloads);
+    expect(hexlify(blob.subarray(0, getBytes(vector.blobHead).length))).toBe(vector.blobHead);
+    expect(`0x${createHash('sha256').update(blob).digest('hex')}`).toBe(vector.blobSha256);
+    const decoded = decodeBlobPayloads(blob);
+    expect(decoded.map((payload) => hexlify(payload))).toEqual(vector.payloads);
+    payloads.forEach((payload, index) => expectSameBytes(decodeBlob(blob, index), payload));
+    const sidecar = blobSidecarOf(...payloads);
+    expectSameBytes(sidecar.data, blob);
+    expect(hexlify(sidecar.commitment)).toBe(vector.commitment);
+    expect(hexlify(sidecar.proof)).toBe(vector.proof);
+    expect(sidecar.versionedHash).toBe(vector.versionedHash);
+    expect(verifyBlobProof(blob, getBytes(vector.commitment), getBytes(vector.proof))).toBe(true);
+  });
 });

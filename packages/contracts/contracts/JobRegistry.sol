@@ -5,16 +5,16 @@ import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {IJobRegistry} from "./interfaces/IJobRegistry.sol";
 import {IWorkerRegistry} from "./interfaces/IWorkerRegistry.sol";
-import {BlobRule} from "./libraries/BlobRule.sol";
 import {JobBook} from "./jobs/JobBook.sol";
 import {OperatorDirectory} from "./jobs/OperatorDirectory.sol";
 import {RegistryConfig} from "./jobs/RegistryConfig.sol";
-import {DebitAuthorization, Job, JobState, Parameters} from "./jobs/Types.sol";
+import {DebitAuthorization, JobState, Parameters} from "./jobs/Types.sol";
 
 /// @title JobRegistry
 /// @notice Every chat completion is one job here: paid from a prepaid balance (by the wallet, its
-/// delegate, or an x402 `prepaid-debit` authorization), its prompt carried as the submitting
-/// transaction's only blob, answered by the session's worker and settled after a dispute window.
+/// delegate, or an x402 `prepaid-debit` authorization), its prompt one payload of a blob of the
+/// submitting transaction, answered by the session's worker and settled after a dispute window. `batch`
+/// puts many jobs (submissions, commitments) in one transaction, each succeeding or failing on its own.
 contract JobRegistry is IJobRegistry, JobBook, EIP712 {
     bytes32 public constant DEBIT_AUTHORIZATION_TYPEHASH =
         keccak256(
@@ -29,6 +29,9 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
 
     event DebitSettled(address indexed payer, bytes32 indexed nonce, uint256 amount, uint256 indexed jobId);
     event JobDisputed(uint256 indexed jobId, uint256 slashed);
+    /// @notice Call `index` of a `batch` reverted with `reason` (a custom error of this contract); the
+    /// batch's other calls stand.
+    event BatchCallFailed(uint256 indexed index, bytes reason);
 
     error DebitExpired(uint256 deadline, uint256 timestamp);
     error FacilitatorMismatch(address facilitator, address caller);
@@ -60,17 +63,33 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
         revert UnknownSelector(msg.sig);
     }
 
+    /// @notice Runs each of `calls` (calldata of this contract's functions) as if sent alone by the
+    /// sender, in order; a call that reverts is undone alone and reported (`BatchCallFailed`), so one bad
+    /// job never fails or delays the others sharing its transaction (docs/protocol.md, Batches).
+    /// @dev A delegatecall to this contract keeps `msg.sender` and the transaction's blobs. Not payable, so
+    /// no call can count the same `msg.value` twice.
+    function batch(bytes[] calldata calls) external returns (bool[] memory succeeded) {
+        succeeded = new bool[](calls.length);
+        for (uint256 i = 0; i < calls.length; ++i) {
+            (bool ok, bytes memory reason) = address(this).delegatecall(calls[i]);
+            succeeded[i] = ok;
+            if (!ok) emit BatchCallFailed(i, reason);
+        }
+    }
+
     /// @notice Submits job `jobId` (the session's `nextJobId`) paid by `payer`, sent by the payer or its
-    /// authorized delegate, in an Active session of the payer or of that delegate; the transaction's only
-    /// blob is the prompt.
+    /// authorized delegate, in an Active session of the payer or of that delegate; the prompt is payload
+    /// `promptIndex` of blob `blobIndex` of this transaction.
     /// @dev A delegate submits into its own sessions, which the payer can neither submit into nor close,
     /// so a payer cannot make a submission the delegate handed to the worker before inclusion revert.
-    function submitJobFor(address payer, uint256 sessionId, uint256 jobId, uint256 maxFee)
-        external
-        whenNotPaused
-        returns (uint256)
-    {
-        bytes32 promptBlobHash = BlobRule.singleBlobHash();
+    function submitJobFor(
+        address payer,
+        uint256 sessionId,
+        uint256 jobId,
+        uint256 maxFee,
+        uint8 blobIndex,
+        uint8 promptIndex
+    ) external whenNotPaused returns (uint256) {
         SessionRecord storage session = _sessionTakingJobs(sessionId);
         address caller = principalOf(msg.sender);
         address sessionOwner = session.owner;
@@ -78,16 +97,16 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
             revert SessionOwnerMismatch(sessionId, sessionOwner, payer);
         }
         if (!_maySubmitFor(payer, caller)) revert NotOwnerOrDelegate(payer, caller);
-        uint128 fee = _requireModelEnabled(session.modelId);
+        uint64 fee = _requireModelEnabled(session.modelId);
         if (fee > maxFee) revert FeeAboveMax(fee, maxFee);
         address delegate = caller == payer ? address(0) : caller;
-        _submit(payer, delegate, sessionId, jobId, session, fee, promptBlobHash);
+        _submit(payer, delegate, sessionId, jobId, session, fee, blobIndex, promptIndex);
         return jobId;
     }
 
     /// @notice x402 `prepaid-debit` settlement: debits the job fee from the authorization's payer
     /// and submits job `jobId` (the session's `nextJobId`) in the facilitator's session in the same
-    /// transaction.
+    /// transaction, its prompt as in `submitJobFor`.
     /// @dev Only the session owner or its authorized delegate can send it: `_verifyDebit` requires the
     /// sender's principal to be the facilitator, `payTo` to own the session and the facilitator to be
     /// `payTo` or its delegate. So a payer cannot take the job id of a settlement handed to the worker
@@ -96,15 +115,16 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
         uint256 sessionId,
         uint256 jobId,
         DebitAuthorization calldata auth,
-        bytes calldata signature
+        bytes calldata signature,
+        uint8 blobIndex,
+        uint8 promptIndex
     ) external whenNotPaused returns (uint256) {
-        bytes32 promptBlobHash = BlobRule.singleBlobHash();
         SessionRecord storage session = _sessionTakingJobs(sessionId);
         _verifyDebit(auth, signature, session.owner);
-        uint128 fee = _requireModelEnabled(session.modelId);
+        uint64 fee = _requireModelEnabled(session.modelId);
         if (fee > auth.maxAmount) revert FeeAboveMax(fee, auth.maxAmount);
         _usedNonces[auth.payer][auth.nonce] = true;
-        _submit(auth.payer, address(0), sessionId, jobId, session, fee, promptBlobHash);
+        _submit(auth.payer, address(0), sessionId, jobId, session, fee, blobIndex, promptIndex);
         emit DebitSettled(auth.payer, auth.nonce, fee, jobId);
         return jobId;
     }
@@ -118,19 +138,22 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
         external
         nonReentrant
     {
-        Job storage job = _jobInState(jobId, JobState.Completed);
-        _requireOwnerOrDelegate(_sessions[job.sessionId].owner, principalOf(msg.sender));
-        uint256 closedAt = uint256(job.completedAt) + _params.disputeWindow;
+        JobRecord storage job = _jobInState(jobId, JobState.Completed);
+        uint256 sessionId = _sessionOf(jobId, job);
+        SessionRecord storage session = _sessions[sessionId];
+        _requireOwnerOrDelegate(session.owner, principalOf(msg.sender));
+        uint256 closedAt = uint256(job.stamp) + _params.disputeWindow;
         if (block.timestamp > closedAt) revert DisputeWindowClosed(jobId, closedAt);
         if (attempt != job.attempt) revert StaleAttempt(jobId, attempt, job.attempt);
         bytes32 ciphertextHash = keccak256(ciphertext);
         address signer = ECDSA.recoverCalldata(
-            _finalAnswerDigest(jobId, attempt, job.sessionId, ciphertextHash),
+            _finalAnswerDigest(jobId, attempt, sessionId, ciphertextHash),
             signature
         );
-        address worker = job.worker;
+        address worker = session.worker;
         if (signer != worker) revert NotWorkerSignature(jobId, worker, signer);
-        if (ciphertextHash == job.responseHash) revert ResponseMatchesCommitment(jobId, job.responseHash);
+        bytes32 responseHash = _responseHashes[jobId];
+        if (ciphertextHash == responseHash) revert ResponseMatchesCommitment(jobId, responseHash);
         _refund(jobId, job);
         uint256 slashed = workerRegistry.slash(worker, _params.mismatchSlash, job.payer);
         emit JobDisputed(jobId, slashed);
@@ -143,15 +166,15 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
     /// The payer itself never can, so a caller cannot take an answer and have its fee back. The worker
     /// keeps its stake: nothing proves it at fault.
     function refundUndelivered(uint256 jobId) external nonReentrant {
-        Job storage job = _jobInState(jobId, JobState.Completed);
-        uint256 closedAt = uint256(job.completedAt) + _params.disputeWindow;
+        JobRecord storage job = _jobInState(jobId, JobState.Completed);
+        uint256 closedAt = uint256(job.stamp) + _params.disputeWindow;
         if (block.timestamp > closedAt) revert DisputeWindowClosed(jobId, closedAt);
         address caller = principalOf(msg.sender);
-        address owner = _sessions[job.sessionId].owner;
-        bool submitter = job.delegate != address(0)
-            ? caller == job.delegate
-            : owner != job.payer && _isOwnerOrDelegate(owner, caller);
-        if (!submitter || caller == job.payer) revert NotJobSubmitter(jobId, caller);
+        address owner = _sessions[_sessionOf(jobId, job)].owner;
+        address delegate = job.delegate;
+        address payer = job.payer;
+        bool submitter = delegate != address(0) ? caller == delegate : owner != payer && _isOwnerOrDelegate(owner, caller);
+        if (!submitter || caller == payer) revert NotJobSubmitter(jobId, caller);
         _refund(jobId, job);
     }
 

@@ -39,6 +39,13 @@ const SETTINGS = {
   outputSelection: { '*': { '*': ['abi', 'evm.bytecode.object', 'evm.deployedBytecode.object'] } },
 };
 
+/**
+ * Warnings reviewed and accepted, by solc error code. 2394: "transient storage can break composability"
+ * (it outlives a call frame). JobBook caches which prompt-blob record a blob index of the transaction has;
+ * every frame of one transaction sees the same blobs, so what one frame cached is right for the next.
+ */
+const ACCEPTED_WARNINGS = new Set(['2394']);
+
 /** Each build: which sources, which contracts to emit, and where. */
 const BUILDS = [
   {
@@ -85,7 +92,7 @@ function compile(build) {
   );
   const input = { language: 'Solidity', sources, settings: SETTINGS };
   const output = JSON.parse(solc.compile(JSON.stringify(input), { import: findImport }));
-  const problems = output.errors ?? [];
+  const problems = (output.errors ?? []).filter((problem) => !ACCEPTED_WARNINGS.has(problem.errorCode));
   for (const problem of problems) process.stderr.write(`${problem.formattedMessage}\n`);
   if (problems.length > 0)
     throw new GenerationFailed(`solc reported ${problems.length} error(s) or warning(s)`);

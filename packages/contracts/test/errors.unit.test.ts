@@ -29,8 +29,8 @@ describe('decodeRevertData', () => {
       name: 'StakeLocked',
       args: { worker: USER, unbondingEndsAt: 99n },
     });
-    const blob = jobRegistryInterface.encodeErrorResult('BlobCountInvalid', [2n]);
-    expect(decodeRevertData(blob)).toEqual({ name: 'BlobCountInvalid', args: { count: 2n } });
+    const blob = jobRegistryInterface.encodeErrorResult('BlobMissing', [2n]);
+    expect(decodeRevertData(blob)).toEqual({ name: 'BlobMissing', args: { blobIndex: 2n } });
   });
 
   it("decodes Solidity's Error(string) and Panic(uint256)", () => {

@@ -45,6 +45,7 @@ describe('job retries and refunds', () => {
         newSessionId: next,
         worker: address.otherWorker,
         promptBlobHash: versionedHashes[0],
+        promptIndex: 0n,
       });
       const timestamp = (await provider.getBlock(receipt.blockNumber))!.timestamp;
       const job = await chain().jobs('stranger').getJob(jobId);
@@ -74,16 +75,17 @@ describe('job retries and refunds', () => {
       );
     });
 
-    it('carries exactly one blob and needs a Failed job', async () => {
+    it('needs the blob it names and a Failed job', async () => {
       const { jobId } = await failed();
       const next = await openActiveSession(chain());
-      for (const blobs of [0, 2]) {
+      for (const [blobs, blobIndex] of [
+        [0, 0],
+        [2, 2],
+      ] as const) {
         await expectRevert(
-          callWithBlobs(chain(), 'user', 'reassignJob', [jobId, next], blobs),
-          'BlobCountInvalid',
-          {
-            count: BigInt(blobs),
-          },
+          callWithBlobs(chain(), 'user', 'reassignJob', [jobId, next], blobs, { blobIndex }),
+          'BlobMissing',
+          { blobIndex: BigInt(blobIndex) },
         );
       }
       const running = await submitted();

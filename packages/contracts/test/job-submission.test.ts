@@ -42,6 +42,7 @@ describe('submitJobFor', () => {
       worker: address.worker,
       fee: FEE,
       promptBlobHash: versionedHashes[0],
+      promptIndex: 0n,
     });
     const job = await chain().jobs('stranger').getJob(jobId);
     expect(plain(job)).toMatchObject({
@@ -85,17 +86,31 @@ describe('submitJobFor', () => {
     expect(await jobs.prepaidBalanceOf(address.user)).toBe(balance);
   });
 
-  it('reverts without exactly one blob and charges nothing', async () => {
+  it('reverts when the transaction lacks the blob it names, and charges nothing', async () => {
     const { address } = chain();
     const sessionId = await openActiveSession(chain());
-    for (const blobs of [0, 2, 3]) {
+    for (const [blobs, blobIndex] of [
+      [0, 0],
+      [1, 1],
+      [2, 2],
+    ] as const) {
       await expectRevert(
-        callWithBlobs(chain(), 'user', 'submitJobFor', [address.user, sessionId, FEE], blobs),
-        'BlobCountInvalid',
-        { count: BigInt(blobs) },
+        callWithBlobs(chain(), 'user', 'submitJobFor', [address.user, sessionId, FEE], blobs, { blobIndex }),
+        'BlobMissing',
+        { blobIndex: BigInt(blobIndex) },
       );
     }
     expect(await chain().jobs('stranger').prepaidBalanceOf(address.user)).toBe(DEPOSIT);
+    // Any blob of the transaction may hold the prompt: the job records the one it names.
+    const { jobId, versionedHashes } = await submitJob(chain(), sessionId, {
+      blobs: 3,
+      blobIndex: 2,
+      promptIndex: 7,
+    });
+    expect(plain(await chain().jobs('stranger').getJob(jobId))).toMatchObject({
+      promptBlobHash: versionedHashes[2],
+      promptIndex: 7n,
+    });
   });
 
   it('refuses a fee above maxFee; a higher maxFee still charges only the fee', async () => {

@@ -76,6 +76,7 @@ describe('submitJobWithDebit (x402 prepaid-debit)', () => {
       worker: address.worker,
       fee: FEE,
       promptBlobHash: versionedHashes[0],
+      promptIndex: 0n,
     });
     expect(eventOf(receipt, 'DebitSettled').toObject()).toEqual({
       payer: address.user,
@@ -266,15 +267,11 @@ describe('submitJobWithDebit (x402 prepaid-debit)', () => {
     });
   });
 
-  it('carries exactly one blob and stops while paused', async () => {
+  it('needs the blob it names and stops while paused', async () => {
     const sessionId = await serviceSession();
     const auth = await authorization();
     const signature = await sign(auth);
-    for (const blobs of [0, 2]) {
-      await expectRevert(settle('service', sessionId, auth, signature, blobs), 'BlobCountInvalid', {
-        count: BigInt(blobs),
-      });
-    }
+    await expectRevert(settle('service', sessionId, auth, signature, 0), 'BlobMissing', { blobIndex: 0n });
     await mined(chain().jobs('owner').pause());
     await expectRevert(settle('service', sessionId, auth, signature), 'EnforcedPause');
   });

@@ -89,6 +89,7 @@ describe('GET /api/usage', () => {
         const body = answer.body as UsageListJson;
         return answer.status === 200 &&
           body.summary?.outcomes[0]?.calls === 2 &&
+          body.data.length === 1 &&
           body.data[0]?.totalTimeMs !== null
           ? answer
           : undefined;

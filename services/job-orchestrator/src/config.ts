@@ -79,6 +79,20 @@ export const jobOrchestratorConfigShape = {
     doc: 'How often a sent transaction is looked for on chain (a quarter of the block time suits).',
     default: '250ms',
   }),
+  SUBMIT_BATCH_LINGER: env.durationMs({
+    doc: 'How long a batch of job submissions (one transaction, one blob) stays open for more jobs when no batch is being prepared ahead of it; 0 closes it at once, so a call on an idle service waits for nobody. Under load, calls arriving while a batch is prepared share the next one whatever this is (docs/protocol.md, Batches).',
+    default: '0ms',
+  }),
+  SUBMIT_BATCH_MAX_WAIT: env.durationMs({
+    doc: 'The longest a job submission waits for its batch to close, even while the batch ahead of it is still being prepared; at least SUBMIT_BATCH_LINGER.',
+    default: '250ms',
+  }),
+  SUBMIT_BATCH_MAX_JOBS: env.int({
+    doc: 'Job submissions in one batch at most (a blob holds at most 256 prompts; a batch also closes when its blob is full).',
+    default: 64,
+    min: 1,
+    max: 256,
+  }),
   TX_REPLACE_AFTER: env.durationMs({
     doc: 'A transaction still pending this long is replaced with higher fees.',
     default: '30s',

@@ -1,4 +1,4 @@
-import { connectChain, kzgThreads } from '@svc/chain';
+import { connectChain, countKzgWork, kzgThreads } from '@svc/chain';
 import { JobOrchestrator } from '@svc/proto/gen/svc/orchestrator/v1/job_orchestrator_pb';
 import { WorkerLink } from '@svc/proto/gen/svc/orchestrator/v1/worker_link_pb';
 import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
@@ -78,6 +78,7 @@ export const jobOrchestratorModule = defineModule({
         if (parts.completions) {
           // The KZG threads load their trusted setups (seconds) now rather than on the first call.
           kzgThreads.warmUp();
+          countKzgWork(metrics);
           await verifyServiceAccounts(config, parts.completions.chain);
           parts.completions.keeper.start();
           parts.completions.lifecycleRelay.start();

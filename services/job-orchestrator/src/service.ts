@@ -7,7 +7,7 @@ import {
   type ChainClient,
   type SendingAccount,
 } from '@svc/chain';
-import { Deadline, type EventBus, type Logger, type Store, waitAtMost } from '@svc/platform';
+import { Deadline, MemoryStore, type EventBus, type Logger, type Store, waitAtMost } from '@svc/platform';
 import type { Registry } from 'prom-client';
 import type { JobOrchestratorConfig } from './config.js';
 import { ServiceChain } from './chain/service-chain.js';
@@ -37,6 +37,12 @@ import { SessionPool } from './sessions/session-pool.js';
 import { SessionOpenBudget } from './sessions/session-open-budget.js';
 import { WorkerReputation } from './sessions/worker-reputation.js';
 import { SessionRecovery } from './sessions/session-recovery.js';
+
+/**
+ * How long what a call holds (its session's busy lock) outlives the call: renewed every third of it while
+ * the call lives, so a replica that dies frees its sessions within it (as its calls' running marks).
+ */
+const SESSION_HOLD_TTL_MS = 15_000;
 
 export interface JobOrchestratorPorts {
   readonly config: JobOrchestratorConfig;
@@ -171,7 +177,11 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     pollIntervalMs: config.TX_POLL_INTERVAL,
     replaceAfterMs: config.TX_REPLACE_AFTER,
   });
-  const serviceChain = new ServiceChain(chain, sender, principal.address, metrics);
+  const serviceChain = new ServiceChain(chain, sender, principal.address, metrics, {
+    lingerMs: config.SUBMIT_BATCH_LINGER,
+    maxWaitMs: config.SUBMIT_BATCH_MAX_WAIT,
+    maxCalls: config.SUBMIT_BATCH_MAX_JOBS,
+  });
   const lifecycleRelay = new LifecycleRelay(store, bus, logger, {
     replicaId,
     batchSize: config.LIFECYCLE_RELAY_BATCH_SIZE,
@@ -190,6 +200,10 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     fromBlock: ports.deploymentBlock,
     replicaId,
     idleTtlMs: config.SESSION_IDLE_CLOSE,
+    // Two renewals of a call's hold: a live call takes its lost lock again in one, or two when the store
+    // was still coming back at the first. A store of this process alone (in-memory) is lost only with the
+    // process and its calls: nothing to wait for.
+    holdBackMs: store instanceof MemoryStore ? 0 : (2 * SESSION_HOLD_TTL_MS) / 3,
     waitForOtherMs: 10_000,
     logger,
   });
@@ -197,8 +211,7 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     store,
     chain: serviceChain,
     workers: linkServer,
-    // Renewed while the call lives: a replica that dies frees its sessions within this.
-    holdTtlMs: 30_000,
+    holdTtlMs: SESSION_HOLD_TTL_MS,
     idleTtlMs: config.SESSION_IDLE_CLOSE,
     affinityTtlMs: config.CONVERSATION_AFFINITY_TTL,
     claimPollIntervalMs: config.SESSION_CLAIM_POLL_INTERVAL,

@@ -1,4 +1,4 @@
-import { connectChain, kzgThreads } from '@svc/chain';
+import { connectChain, countKzgWork, kzgThreads } from '@svc/chain';
 import { PaymentSettler } from '@svc/proto/gen/svc/payment/v1/payment_settler_pb';
 import { serviceCallers } from '@svc/platform';
 import { defineModule, type ServiceInstance } from '@svc/runtime';
@@ -36,7 +36,10 @@ export const paymentSettlerModule = defineModule({
       parts,
       async start() {
         // The KZG threads load their trusted setups (seconds) now rather than on the first settlement.
-        if (parts) kzgThreads.warmUp();
+        if (parts) {
+          kzgThreads.warmUp();
+          countKzgWork(metrics);
+        }
         if (parts) await verifyFacilitatorSetup(config, parts, client);
         else logger.warn('FACILITATOR_PRIVATE_KEY is not set: this server takes no per-call payments');
         grpc.add(PaymentSettler, paymentSettlerHandlers(parts), {

@@ -1,7 +1,15 @@
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { JsonRpcProvider, Network, Wallet } from 'ethers';
-import { AnvilBlobSource, BeaconBlobSource, kzgThreads, type BlobSource } from '@svc/chain';
+import type { JsonRpcProvider } from 'ethers';
+import { Network, Wallet } from 'ethers';
+import {
+  AnvilBlobSource,
+  BeaconBlobSource,
+  RpcProvider,
+  countKzgWork,
+  kzgThreads,
+  type BlobSource,
+} from '@svc/chain';
 import { defineModule, loopbackFor, type ChainConnection, type ServiceInstance } from '@svc/runtime';
 import type { WorkerConfig } from './config.js';
 import { workerConfigShape } from './config.js';
@@ -97,6 +105,7 @@ export const workerModule = defineModule({
           logger,
         });
         worker = running;
+        countKzgWork(running.metrics.registry);
         health = new HealthServer({
           host: config.HEALTH_HOST,
           port: config.HEALTH_PORT,
@@ -134,7 +143,7 @@ async function workerWallet(
 
 function chainProvider(chain: ChainConnection, config: WorkerConfig): JsonRpcProvider {
   const network = Network.from(chain.chainId);
-  return new JsonRpcProvider(chain.rpcUrl, network, {
+  return new RpcProvider(chain.rpcUrl, network, {
     staticNetwork: network,
     cacheTimeout: -1,
     batchStallTime: 0,

@@ -131,14 +131,17 @@ async function startSteps(
   });
   const intake = new WorkIntake(claimer, scheduler, logger);
 
-  // Answers saved before a restart are committed as they are, never regenerated.
-  for (const answer of await journal.all()) {
-    if (!answer.committed) {
-      const outcome = await runner.commit(answer);
-      if (outcome === 'completed') await earnings.noteCompleted(answer.jobId);
-      logger.info({ jobId: answer.jobId.toString(), outcome }, 'saved final answer recovered');
-    }
-  }
+  // Answers saved before a restart are committed as they are, never regenerated; together, so their
+  // commitments share a transaction.
+  await Promise.all(
+    (await journal.all())
+      .filter((answer) => !answer.committed)
+      .map(async (answer) => {
+        const outcome = await runner.commit(answer);
+        if (outcome === 'completed') await earnings.noteCompleted(answer.jobId);
+        logger.info({ jobId: answer.jobId.toString(), outcome }, 'saved final answer recovered');
+      }),
+  );
 
   const follower = new ChainEventFollower({
     provider: deps.provider,

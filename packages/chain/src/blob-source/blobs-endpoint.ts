@@ -16,7 +16,7 @@ export async function fetchBlobFromBlobsEndpoint(
   const body = await getBeaconJson(http, path);
   if (body === null) throw new BlobNotFoundError(hash, blockId);
   const served = beaconData(body, path);
-  const blob = findVerifiedBlob(hash, served);
+  const blob = await findVerifiedBlob(hash, served);
   if (blob) return blob;
   // Asked for one hash, the server answered with blobs that are not it: never pass them on.
   if (Array.isArray(served) && served.length > 0) {

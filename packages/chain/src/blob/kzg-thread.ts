@@ -24,29 +24,47 @@ const { parentPort, workerData } = require('node:worker_threads');
 const ckzg = require(workerData.ckzgPath);
 ckzg.loadTrustedSetup(0);
 parentPort.on('message', ({ id, op, blob, commitment }) => {
+  const started = performance.now();
   try {
     const result = op === 'commitment' ? ckzg.blobToKzgCommitment(blob) : ckzg.computeBlobKzgProof(blob, commitment);
-    parentPort.postMessage({ id, result });
+    parentPort.postMessage({ id, result, ms: performance.now() - started });
   } catch (error) {
-    parentPort.postMessage({ id, error: String(error && error.message ? error.message : error) });
+    parentPort.postMessage({ id, error: String(error && error.message ? error.message : error), ms: performance.now() - started });
   }
 });
 `;
+
+export type KzgOperation = 'commitment' | 'proof';
+
+/** What the threads computed since the process started, by operation. */
+export type KzgWork = Readonly<
+  Record<KzgOperation, { readonly operations: number; readonly seconds: number }>
+>;
 
 interface Reply {
   readonly id: number;
   readonly result?: Uint8Array;
   readonly error?: string;
+  /** Time the thread spent on the operation: CPU-bound, so its CPU time unless the cores are oversubscribed. */
+  readonly ms: number;
+}
+
+interface Waiting {
+  readonly op: KzgOperation;
+  resolve(bytes: Uint8Array): void;
+  reject(error: Error): void;
 }
 
 /** One worker thread and the requests it holds. */
 class KzgWorker {
   readonly #worker: Worker;
-  readonly #waiting = new Map<number, { resolve(bytes: Uint8Array): void; reject(error: Error): void }>();
+  readonly #waiting = new Map<number, Waiting>();
+  readonly #onWork: (op: KzgOperation, ms: number) => void;
   #nextId = 0;
   #dead = false;
 
-  constructor(ckzgPath: string) {
+  constructor(ckzgPath: string, onWork: (op: KzgOperation, ms: number) => void) {
+    this.#onWork = onWork;
     this.#worker = new Worker(THREAD_SOURCE, { eval: true, workerData: { ckzgPath } });
     this.#worker.unref();
     // An unref before the thread is online does not hold (Node): it is done again once it is.
@@ -67,20 +85,21 @@ class KzgWorker {
     return this.#dead;
   }
 
-  ask(op: 'commitment' | 'proof', blob: Uint8Array, commitment?: Uint8Array): Promise<Uint8Array> {
+  ask(op: KzgOperation, blob: Uint8Array, commitment?: Uint8Array): Promise<Uint8Array> {
     const id = this.#nextId++;
     return new Promise<Uint8Array>((resolve, reject) => {
-      this.#waiting.set(id, { resolve, reject });
+      this.#waiting.set(id, { op, resolve, reject });
       // Only work in flight keeps the process alive, as a socket would.
       if (this.#waiting.size === 1) this.#worker.ref();
       this.#worker.postMessage({ id, op, blob, commitment });
     });
   }
 
-  #settle({ id, result, error }: Reply): void {
+  #settle({ id, result, error, ms }: Reply): void {
     const waiting = this.#waiting.get(id);
     if (!waiting) return;
     this.#waiting.delete(id);
+    this.#onWork(waiting.op, ms);
     if (this.#waiting.size === 0) this.#worker.unref();
     if (result) waiting.resolve(new Uint8Array(result));
     else
@@ -112,6 +131,12 @@ class KzgWorker {
 class KzgThreads {
   readonly #size = Math.min(2, availableParallelism());
   #workers: KzgWorker[] = [];
+  readonly #work = { commitment: { operations: 0, seconds: 0 }, proof: { operations: 0, seconds: 0 } };
+
+  /** The work done so far (what `svc_kzg_seconds_total` reports), a copy. */
+  work(): KzgWork {
+    return { commitment: { ...this.#work.commitment }, proof: { ...this.#work.proof } };
+  }
 
   commitment(blob: Uint8Array): Promise<Uint8Array> {
     return this.#leastBusy().ask('commitment', blob);
@@ -134,7 +159,10 @@ class KzgThreads {
   }
 
   #start(): KzgWorker {
-    const worker = new KzgWorker(createRequire(import.meta.url).resolve('c-kzg'));
+    const worker = new KzgWorker(createRequire(import.meta.url).resolve('c-kzg'), (op, ms) => {
+      this.#work[op].operations += 1;
+      this.#work[op].seconds += ms / 1000;
+    });
     this.#workers.push(worker);
     return worker;
   }
@@ -144,11 +172,11 @@ class KzgThreads {
 export const kzgThreads = new KzgThreads();
 
 /**
- * Encodes `payload` into one blob and computes its commitment off the event loop; the proof goes on
- * computing there while the caller signs and hands over the transaction.
+ * Encodes `payloads` into one blob ({@link encodeBlob}) and computes its commitment off the event loop;
+ * the proof goes on computing there while the caller signs and hands over the transaction.
  */
-export async function provingBlobSidecarOf(payload: Uint8Array): Promise<ProvingBlobSidecar> {
-  const data = encodeBlob(payload);
+export async function provingBlobSidecarOf(...payloads: Uint8Array[]): Promise<ProvingBlobSidecar> {
+  const data = encodeBlob(...payloads);
   const commitment = await kzgThreads.commitment(data);
   const proof = kzgThreads.proof(data, commitment);
   // Awaited where the sidecar is sent; a send refused before that never does.

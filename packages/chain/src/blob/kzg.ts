@@ -113,9 +113,13 @@ export interface BlobSidecar {
   readonly versionedHash: string;
 }
 
-/** Encodes `payload` into one blob and computes everything a blob transaction carries. */
-export function blobSidecarOf(payload: Uint8Array): BlobSidecar {
-  const data = encodeBlob(payload);
+/** Encodes `payloads` into one blob ({@link encodeBlob}) and computes everything a blob transaction carries. */
+export function blobSidecarOf(...payloads: Uint8Array[]): BlobSidecar {
+  return sidecarOfBlob(encodeBlob(...payloads));
+}
+
+/** Everything a blob transaction carries for the 131,072-byte blob `data`, whatever it holds. */
+export function sidecarOfBlob(data: Uint8Array): BlobSidecar {
   const commitment = commitmentOf(data);
   return { data, commitment, proof: proofOf(data, commitment), versionedHash: versionedHash(commitment) };
 }

@@ -1,4 +1,5 @@
-import { JsonRpcProvider, Network, type Provider } from 'ethers';
+import type { JsonRpcProvider } from 'ethers';
+import { Network, type Provider } from 'ethers';
 import {
   connectJobRegistry,
   connectWorkerRegistry,
@@ -8,6 +9,7 @@ import {
   type ProtocolParameters,
   type WorkerRegistry,
 } from '@svc/contracts';
+import { RpcProvider } from './rpc-provider.js';
 import { toJob, toSession, type Job, type Session } from './records.js';
 
 export interface ChainClientOptions {
@@ -155,7 +157,7 @@ export interface ChainEndpoint {
  */
 export function connectChain(endpoint: ChainEndpoint): { provider: JsonRpcProvider; client: ChainClient } {
   const network = Network.from(endpoint.chainId);
-  const provider = new JsonRpcProvider(endpoint.rpcUrl, network, {
+  const provider = new RpcProvider(endpoint.rpcUrl, network, {
     staticNetwork: network,
     cacheTimeout: -1,
     batchStallTime: 0,

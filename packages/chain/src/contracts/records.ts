@@ -28,7 +28,9 @@ export interface Job {
   readonly completedAt: number;
   readonly failedAt: number;
   readonly allowanceEpoch: number;
+  /** The blob holding the prompt, and the prompt's place among that blob's payloads. */
   readonly promptBlobHash: string;
+  readonly promptIndex: number;
   readonly responseHash: string;
 }
 
@@ -60,6 +62,7 @@ export function toJob(jobId: bigint, struct: JobStructOutput): Job {
     failedAt: Number(struct.failedAt),
     allowanceEpoch: Number(struct.allowanceEpoch),
     promptBlobHash: struct.promptBlobHash,
+    promptIndex: Number(struct.promptIndex),
     responseHash: struct.responseHash,
   };
 }

@@ -1,5 +1,6 @@
 import type { JsonRpcProvider } from 'ethers';
-import { blobSidecarOf, type BlobSidecar } from '../blob/kzg.js';
+import { BLOB_BYTES } from '../blob/codec.js';
+import { sidecarOfBlob, type BlobSidecar } from '../blob/kzg.js';
 import { blobFeeCap, currentExecutionFees, replacementFees, type TransactionFees } from './fees.js';
 import type { SendingAccount, TransactionLane } from './operator-lanes.js';
 import type { SentTransactionJournal } from './sent-transaction-journal.js';
@@ -19,14 +20,14 @@ export interface NonceGapRepairOptions {
  * Closes nonce gaps below a pending transaction, which the node would otherwise hold forever: a
  * nonce somebody signed is rebroadcast from the journal (its sender may be gone); a nonce nobody
  * signed (a replica died between allocating and signing, or a broadcast failed) gets a 0-value
- * self-transfer. A blob account's filler carries an empty blob, because a node refuses an account
- * with blob and plain transactions pending together.
+ * self-transfer. A blob account's filler carries the all-zero blob, because a node refuses an account
+ * with blob and plain transactions pending together (the codec makes no such blob: it carries no payload).
  */
 export class NonceGapRepair {
   readonly #options: NonceGapRepairOptions;
   /** `account:nonce` → when this process first saw the nonce missing. */
   readonly #missingSince = new Map<string, number>();
-  #emptyBlob: BlobSidecar | undefined;
+  #zeroBlob: BlobSidecar | undefined;
 
   constructor(options: NonceGapRepairOptions) {
     this.#options = options;
@@ -81,7 +82,7 @@ export class NonceGapRepair {
       ...market,
       maxFeePerBlobGas: lane === 'blob' ? await blobFeeCap(provider, maxFeePerBlobGas) : null,
     };
-    const blobs = lane === 'blob' ? [(this.#emptyBlob ??= blobSidecarOf(new Uint8Array()))] : [];
+    const blobs = lane === 'blob' ? [(this.#zeroBlob ??= sidecarOfBlob(new Uint8Array(BLOB_BYTES)))] : [];
     const body = { to: account.address, data: '0x', value: 0n, gasLimit: TRANSFER_GAS, blobs };
     const context = { provider, journal, chainId: await this.#options.chainId() };
     let replaces: string | null = null;

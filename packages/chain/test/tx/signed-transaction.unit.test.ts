@@ -1,7 +1,9 @@
 import { describe, expect, it } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
 import { Transaction, Wallet, type TransactionRequest } from 'ethers';
+import { Registry } from 'prom-client';
 import { blobSidecarOf, MalformedBlobError } from '../../src/index.js';
+import { countKzgWork } from '../../src/blob/kzg-metrics.js';
 import { commitsTo, kzgThreads, provingBlobSidecarOf } from '../../src/blob/kzg-thread.js';
 import { signTransaction } from '../../src/tx/signed-broadcast.js';
 import type { SendingAccount } from '../../src/tx/operator-lanes.js';
@@ -88,5 +90,31 @@ describe('the KZG thread', () => {
     const notCanonical = new Uint8Array(data.length).fill(0xff);
     await expect(kzgThreads.commitment(notCanonical)).rejects.toThrow(MalformedBlobError);
     expect(await commitsTo(notCanonical, commitment)).toBe(false);
+  });
+
+  it('counts its work by operation, read at each scrape', async () => {
+    const registry = new Registry();
+    countKzgWork(registry);
+    countKzgWork(registry); // once per registry
+    const reading = async () => {
+      const metrics = await registry.getMetricsAsJSON();
+      const value = (name: string, operation: string) =>
+        metrics.find((metric) => metric.name === name)?.values.find((v) => v.labels.operation === operation)
+          ?.value ?? Number.NaN;
+      return {
+        commitments: value('svc_kzg_operations_total', 'commitment'),
+        proofs: value('svc_kzg_operations_total', 'proof'),
+        proofSeconds: value('svc_kzg_seconds_total', 'proof'),
+      };
+    };
+    const before = await reading();
+    const proving = await provingBlobSidecarOf(randomBytes(1_000));
+    await proving.proof;
+    const after = await reading();
+    expect(after.commitments).toBe(before.commitments + 1);
+    expect(after.proofs).toBe(before.proofs + 1);
+    // A proof takes tens of milliseconds of the thread's time.
+    expect(after.proofSeconds - before.proofSeconds).toBeGreaterThan(0.001);
+    expect(after.proofSeconds - before.proofSeconds).toBeLessThan(5);
   });
 });

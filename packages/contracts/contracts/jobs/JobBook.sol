@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.28;
 
-import {BlobRule} from "../libraries/BlobRule.sol";
 import {SessionBook} from "./SessionBook.sol";
 import {Job, JobState} from "./Types.sol";
 
@@ -9,7 +8,32 @@ import {Job, JobState} from "./Types.sol";
 /// Refunded; Completed → Refunded (proven dispute). The fee sits in escrow from submission until it
 /// is released to the worker or refunded to the payer.
 abstract contract JobBook is SessionBook {
-    mapping(uint256 jobId => Job job) internal _jobs;
+    /// @dev A job packed into two slots (docs/architecture.md, Gas): the first is written once at
+    /// submission, the second holds what changes. `stamp` is the deadline while Submitted, then the time
+    /// of completion or failure. The job's session is the one its id names unless it was reassigned
+    /// (`_reassignedTo`), its worker the session's, its prompt blob's versioned hash shared by every job
+    /// of the blob (`_promptBlobHashes`), its response hash written on completion.
+    struct JobRecord {
+        address payer;
+        uint64 fee;
+        uint32 promptBlob;
+        address delegate;
+        uint32 allowanceEpoch;
+        uint40 stamp;
+        uint8 attempt;
+        JobState state;
+        uint8 promptIndex;
+    }
+
+    /// @dev Transient slots `PROMPT_BLOB_OF_INDEX + i`: the prompt-blob record of blob `i` of this
+    /// transaction, once a job named it (ids start at 1, so 0 is "not yet").
+    bytes32 private constant PROMPT_BLOB_OF_INDEX = keccak256("svc.JobBook.promptBlobOfIndex");
+
+    mapping(uint256 jobId => JobRecord job) internal _jobs;
+    mapping(uint256 jobId => bytes32 responseHash) internal _responseHashes;
+    mapping(uint256 jobId => uint64 sessionId) private _reassignedTo;
+    mapping(uint32 promptBlob => bytes32 versionedHash) private _promptBlobHashes;
+    uint32 private _lastPromptBlob;
     mapping(address worker => uint256 amount) private _earnings;
     uint256 private _protocolFees;
 
@@ -19,7 +43,8 @@ abstract contract JobBook is SessionBook {
         address indexed payer,
         address indexed worker,
         uint256 fee,
-        bytes32 promptBlobHash
+        bytes32 promptBlobHash,
+        uint8 promptIndex
     );
     event JobCompleted(uint256 indexed jobId, address indexed worker, bytes32 responseHash);
     event JobFailed(uint256 indexed jobId, address indexed worker, bool timedOut);
@@ -27,13 +52,15 @@ abstract contract JobBook is SessionBook {
         uint256 indexed jobId,
         uint256 indexed newSessionId,
         address indexed worker,
-        bytes32 promptBlobHash
+        bytes32 promptBlobHash,
+        uint8 promptIndex
     );
     event JobRefunded(uint256 indexed jobId, uint256 amount);
     event JobReleased(uint256 indexed jobId, uint256 workerShare, uint256 protocolShare);
     event EarningsWithdrawn(address indexed worker, uint256 amount);
     event ProtocolFeesWithdrawn(address indexed to, uint256 amount);
 
+    error BlobMissing(uint256 blobIndex);
     error FeeAboveMax(uint256 fee, uint256 maxFee);
     error JobStateInvalid(uint256 jobId, JobState state);
     error NotJobWorker(uint256 jobId, address caller);
@@ -49,65 +76,66 @@ abstract contract JobBook is SessionBook {
     error NothingToWithdraw(address account);
 
     function completeJob(uint256 jobId, bytes32 responseHash) external {
-        Job storage job = _jobInState(jobId, JobState.Submitted);
-        address worker = job.worker;
+        JobRecord storage job = _jobInState(jobId, JobState.Submitted);
+        address worker = _workerOf(jobId, job);
         if (principalOf(msg.sender) != worker) revert NotJobWorker(jobId, msg.sender);
-        if (block.timestamp > job.deadline) revert JobDeadlinePassed(jobId, job.deadline);
+        if (block.timestamp > job.stamp) revert JobDeadlinePassed(jobId, job.stamp);
         if (responseHash == bytes32(0)) revert ZeroResponseHash(jobId);
         job.state = JobState.Completed;
-        job.completedAt = uint64(block.timestamp);
-        job.responseHash = responseHash;
-        _sessions[job.sessionId].lastActivityAt = uint64(block.timestamp);
+        job.stamp = uint40(block.timestamp);
+        _responseHashes[jobId] = responseHash;
         emit JobCompleted(jobId, worker, responseHash);
     }
 
     /// @notice The worker gives up on the job; the fee stays in escrow for a reassignment or a refund.
     function failJob(uint256 jobId) external {
-        Job storage job = _jobInState(jobId, JobState.Submitted);
-        if (principalOf(msg.sender) != job.worker) revert NotJobWorker(jobId, msg.sender);
-        _fail(jobId, job, false);
+        JobRecord storage job = _jobInState(jobId, JobState.Submitted);
+        address worker = _workerOf(jobId, job);
+        if (principalOf(msg.sender) != worker) revert NotJobWorker(jobId, msg.sender);
+        _fail(jobId, job, worker, false);
     }
 
     /// @notice Anyone fails a job whose worker let the deadline pass.
     function timeoutJob(uint256 jobId) external {
-        Job storage job = _jobInState(jobId, JobState.Submitted);
-        if (block.timestamp <= job.deadline) revert JobDeadlineNotReached(jobId, job.deadline);
-        _fail(jobId, job, true);
+        JobRecord storage job = _jobInState(jobId, JobState.Submitted);
+        if (block.timestamp <= job.stamp) revert JobDeadlineNotReached(jobId, job.stamp);
+        _fail(jobId, job, _workerOf(jobId, job), true);
     }
 
-    /// @notice Runs a failed job again in another session of the same owner and model, with a new
-    /// blob and the fee already in escrow.
-    function reassignJob(uint256 jobId, uint256 newSessionId) external whenNotPaused {
-        bytes32 promptBlobHash = BlobRule.singleBlobHash();
-        Job storage job = _jobInState(jobId, JobState.Failed);
-        SessionRecord storage previous = _sessions[job.sessionId];
+    /// @notice Runs a failed job again in another session of the same owner and model, with its prompt
+    /// at `promptIndex` in blob `blobIndex` of this transaction and the fee already in escrow.
+    function reassignJob(uint256 jobId, uint256 newSessionId, uint8 blobIndex, uint8 promptIndex)
+        external
+        whenNotPaused
+    {
+        (uint32 promptBlob, bytes32 promptBlobHash) = _promptBlob(blobIndex);
+        JobRecord storage job = _jobInState(jobId, JobState.Failed);
+        SessionRecord storage previous = _sessions[_sessionOf(jobId, job)];
         address owner = previous.owner;
         _requireOwnerOrDelegate(owner, principalOf(msg.sender));
         if (job.attempt >= _params.maxAttempts) revert MaxAttemptsReached(jobId, job.attempt);
-        uint256 closesAt = uint256(job.failedAt) + _params.refundGrace;
+        uint256 closesAt = uint256(job.stamp) + _params.refundGrace;
         if (block.timestamp > closesAt) revert ReassignWindowClosed(jobId, closesAt);
         SessionRecord storage next = _sessionTakingJobs(newSessionId);
         if (next.owner != owner) revert SessionOwnerMismatch(newSessionId, owner, next.owner);
         if (next.modelId != previous.modelId) revert SessionModelMismatch(newSessionId, previous.modelId, next.modelId);
-        address worker = next.worker;
-        job.sessionId = uint64(newSessionId);
-        job.worker = worker;
-        job.promptBlobHash = promptBlobHash;
-        job.deadline = uint64(block.timestamp) + _params.jobTimeout;
-        job.failedAt = 0;
+        _reassignedTo[jobId] = uint64(newSessionId);
+        job.promptBlob = promptBlob;
+        job.promptIndex = promptIndex;
+        job.stamp = uint40(block.timestamp) + uint40(_params.jobTimeout);
         ++job.attempt;
         job.state = JobState.Submitted;
         next.lastActivityAt = uint64(block.timestamp);
-        emit JobReassigned(jobId, newSessionId, worker, promptBlobHash);
+        emit JobReassigned(jobId, newSessionId, next.worker, promptBlobHash, promptIndex);
     }
 
     /// @notice Returns a failed job's fee to the payer: by the owner or its delegate at once, by
     /// anyone once the refund grace has passed.
     function refundJob(uint256 jobId) external {
-        Job storage job = _jobInState(jobId, JobState.Failed);
-        uint256 opensAfter = uint256(job.failedAt) + _params.refundGrace;
+        JobRecord storage job = _jobInState(jobId, JobState.Failed);
+        uint256 opensAfter = uint256(job.stamp) + _params.refundGrace;
         if (block.timestamp <= opensAfter) {
-            address owner = _sessions[job.sessionId].owner;
+            address owner = _sessions[_sessionOf(jobId, job)].owner;
             if (!_isOwnerOrDelegate(owner, principalOf(msg.sender))) revert RefundNotYetOpen(jobId, opensAfter);
         }
         _refund(jobId, job);
@@ -142,7 +170,31 @@ abstract contract JobBook is SessionBook {
     }
 
     function getJob(uint256 jobId) external view returns (Job memory) {
-        return _jobs[jobId];
+        JobRecord storage job = _jobs[jobId];
+        JobState state = job.state;
+        if (state == JobState.None) return _emptyJob();
+        bytes32 responseHash = _responseHashes[jobId];
+        uint64 stamp = job.stamp;
+        // Only a completion writes a response hash, and a completed job never runs again.
+        bool answered = responseHash != bytes32(0);
+        uint256 sessionId = _sessionOf(jobId, job);
+        return
+            Job({
+                payer: job.payer,
+                deadline: state == JobState.Submitted ? stamp : 0,
+                attempt: job.attempt,
+                state: state,
+                worker: _sessions[sessionId].worker,
+                completedAt: answered ? stamp : 0,
+                delegate: job.delegate,
+                failedAt: answered || state == JobState.Submitted ? 0 : stamp,
+                allowanceEpoch: job.allowanceEpoch,
+                sessionId: uint64(sessionId),
+                fee: job.fee,
+                promptBlobHash: _promptBlobHashes[job.promptBlob],
+                promptIndex: job.promptIndex,
+                responseHash: responseHash
+            });
     }
 
     function earningsOf(address worker) external view returns (uint256) {
@@ -154,67 +206,99 @@ abstract contract JobBook is SessionBook {
     }
 
     /// @dev Moves `fee` from `payer`'s balance into escrow and records the job in `sessionId` under the
-    /// id the submission named (the session's next, see `nextJobId`). When a delegate sends it, the fee
-    /// also comes out of the delegate's allowance.
+    /// id the submission named (the session's next, see `nextJobId`), its prompt at `promptIndex` in blob
+    /// `blobIndex` of this transaction. When a delegate sends it, the fee also comes out of the
+    /// delegate's allowance.
     function _submit(
         address payer,
         address delegate,
         uint256 sessionId,
         uint256 jobId,
         SessionRecord storage session,
-        uint128 fee,
-        bytes32 promptBlobHash
+        uint64 fee,
+        uint8 blobIndex,
+        uint8 promptIndex
     ) internal {
+        (uint32 promptBlob, bytes32 promptBlobHash) = _promptBlob(blobIndex);
         _debit(payer, fee);
         uint32 epoch = delegate == address(0) ? 0 : _spendAllowance(payer, delegate, fee);
         _takeJobId(sessionId, session, jobId);
-        address worker = session.worker;
-        Job storage job = _jobs[jobId];
-        job.payer = payer;
-        job.deadline = uint64(block.timestamp) + _params.jobTimeout;
-        job.attempt = 1;
-        job.state = JobState.Submitted;
-        job.worker = worker;
-        if (delegate != address(0)) {
-            job.delegate = delegate;
-            job.allowanceEpoch = epoch;
-        }
-        job.sessionId = uint64(sessionId);
-        job.fee = fee;
-        job.promptBlobHash = promptBlobHash;
-        session.lastActivityAt = uint64(block.timestamp);
-        emit JobSubmitted(jobId, sessionId, payer, worker, fee, promptBlobHash);
+        _jobs[jobId] = JobRecord({
+            payer: payer,
+            fee: fee,
+            promptBlob: promptBlob,
+            delegate: delegate,
+            allowanceEpoch: epoch,
+            stamp: uint40(block.timestamp) + uint40(_params.jobTimeout),
+            attempt: 1,
+            state: JobState.Submitted,
+            promptIndex: promptIndex
+        });
+        emit JobSubmitted(jobId, sessionId, payer, session.worker, fee, promptBlobHash, promptIndex);
     }
 
-    function _refund(uint256 jobId, Job storage job) internal {
+    function _refund(uint256 jobId, JobRecord storage job) internal {
         uint256 fee = job.fee;
+        address payer = job.payer;
         job.state = JobState.Refunded;
-        _credit(job.payer, fee);
-        _restoreAllowance(job.payer, job.delegate, job.allowanceEpoch, fee);
+        _credit(payer, fee);
+        _restoreAllowance(payer, job.delegate, job.allowanceEpoch, fee);
         emit JobRefunded(jobId, fee);
     }
 
-    function _jobInState(uint256 jobId, JobState expected) internal view returns (Job storage job) {
+    function _jobInState(uint256 jobId, JobState expected) internal view returns (JobRecord storage job) {
         job = _jobs[jobId];
         if (job.state != expected) revert JobStateInvalid(jobId, job.state);
     }
 
-    function _fail(uint256 jobId, Job storage job, bool timedOut) private {
+    /// @dev The session the job runs in now: the one its id names, or (from its second attempt on) the
+    /// one it was reassigned to.
+    function _sessionOf(uint256 jobId, JobRecord storage job) internal view returns (uint256) {
+        return job.attempt > 1 ? _reassignedTo[jobId] : jobId >> 32;
+    }
+
+    function _workerOf(uint256 jobId, JobRecord storage job) internal view returns (address) {
+        return _sessions[_sessionOf(jobId, job)].worker;
+    }
+
+    /// @dev Blob `blobIndex` of this transaction: recorded once (its versioned hash under a new id) by the
+    /// first job that names it, shared by the others through transient storage. Every call frame of a
+    /// transaction sees the same blobs, so the cache is right for all of them (scripts/compile.mjs
+    /// accepts solc's warning about transient storage for this reason).
+    function _promptBlob(uint8 blobIndex) private returns (uint32 id, bytes32 versionedHash) {
+        versionedHash = blobhash(blobIndex);
+        if (versionedHash == bytes32(0)) revert BlobMissing(blobIndex);
+        bytes32 slot = bytes32(uint256(PROMPT_BLOB_OF_INDEX) + blobIndex);
+        uint256 cached;
+        assembly ("memory-safe") {
+            cached := tload(slot)
+        }
+        if (cached != 0) return (uint32(cached), versionedHash);
+        id = ++_lastPromptBlob;
+        _promptBlobHashes[id] = versionedHash;
+        assembly ("memory-safe") {
+            tstore(slot, id)
+        }
+    }
+
+    function _fail(uint256 jobId, JobRecord storage job, address worker, bool timedOut) private {
         job.state = JobState.Failed;
-        job.failedAt = uint64(block.timestamp);
-        emit JobFailed(jobId, job.worker, timedOut);
+        job.stamp = uint40(block.timestamp);
+        emit JobFailed(jobId, worker, timedOut);
     }
 
     function _release(uint256 jobId) private {
-        Job storage job = _jobInState(jobId, JobState.Completed);
-        uint256 endsAt = uint256(job.completedAt) + _params.disputeWindow;
+        JobRecord storage job = _jobInState(jobId, JobState.Completed);
+        uint256 endsAt = uint256(job.stamp) + _params.disputeWindow;
         if (block.timestamp <= endsAt) revert DisputeWindowOpen(jobId, endsAt);
         uint256 fee = job.fee;
         uint256 protocolShare = (fee * _params.protocolShareBps) / BPS;
         uint256 workerShare = fee - protocolShare;
         job.state = JobState.Released;
-        _earnings[job.worker] += workerShare;
+        _earnings[_workerOf(jobId, job)] += workerShare;
         _protocolFees += protocolShare;
         emit JobReleased(jobId, workerShare, protocolShare);
     }
+
+    function _emptyJob() private pure returns (Job memory job) {}
 }

@@ -14,7 +14,8 @@ abstract contract RegistryConfig is Ownable, Pausable {
     IWorkerRegistry public immutable workerRegistry;
 
     Parameters internal _params;
-    mapping(bytes32 modelId => uint128 fee) private _fees;
+    /// @dev uint64 (up to 18.4 ether a job) so a job's fee packs beside its payer (JobBook).
+    mapping(bytes32 modelId => uint64 fee) private _fees;
     mapping(bytes32 modelId => string name) private _modelNames;
     bytes32[] private _modelIds;
 
@@ -41,7 +42,7 @@ abstract contract RegistryConfig is Ownable, Pausable {
             _modelNames[modelId] = name;
             _modelIds.push(modelId);
         }
-        _fees[modelId] = SafeCast.toUint128(fee);
+        _fees[modelId] = SafeCast.toUint64(fee);
         emit ModelConfigured(modelId, name, fee);
     }
 
@@ -80,7 +81,7 @@ abstract contract RegistryConfig is Ownable, Pausable {
         return _params.jobTimeout + _params.disputeWindow;
     }
 
-    function _requireModelEnabled(bytes32 modelId) internal view returns (uint128 fee) {
+    function _requireModelEnabled(bytes32 modelId) internal view returns (uint64 fee) {
         fee = _fees[modelId];
         if (fee == 0) revert ModelDisabled(modelId);
     }

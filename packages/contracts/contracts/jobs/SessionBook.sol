@@ -12,13 +12,15 @@ abstract contract SessionBook is PrepaidAccounts, RegistryConfig {
     bytes1 private constant UNCOMPRESSED_POINT = 0x04;
 
     /// @dev The key is kept as its two coordinates (the 0x04 prefix is implied): two slots, not four.
+    /// What a submission writes (`jobCount`, `lastActivityAt`) shares the first slot, what it only reads
+    /// (`worker`, `state`) the second.
     struct SessionRecord {
         address owner;
-        uint64 claimDeadline;
         /// @dev Jobs submitted in the session so far: the sequence its job ids are made of.
         uint32 jobCount;
-        address worker;
         uint64 lastActivityAt;
+        address worker;
+        uint64 claimDeadline;
         SessionState state;
         bytes32 modelId;
         bytes32 publicKeyX;
@@ -138,12 +140,14 @@ abstract contract SessionBook is PrepaidAccounts, RegistryConfig {
         _requireActiveWorker(session.worker);
     }
 
-    /// @dev Takes the session's next sequence number for a submission that names `jobId`.
+    /// @dev Takes the session's next sequence number for a submission that names `jobId`; the submission
+    /// is the session's latest activity (one slot written).
     function _takeJobId(uint256 sessionId, SessionRecord storage session, uint256 jobId) internal {
         uint32 sequence = session.jobCount + 1;
         uint256 expected = _jobIdOf(sessionId, sequence);
         if (jobId != expected) revert UnexpectedJobId(sessionId, expected, jobId);
         session.jobCount = sequence;
+        session.lastActivityAt = uint64(block.timestamp);
     }
 
     function _jobIdOf(uint256 sessionId, uint256 sequence) private pure returns (uint256) {

@@ -43,7 +43,9 @@ struct Session {
     bytes publicKey;
 }
 
-/// @notice A job as stored and returned by `getJob`; packed into six slots.
+/// @notice A job as returned by `getJob` (JobBook keeps it packed in two slots, plus the response hash).
+/// @dev `deadline` is set while Submitted; `completedAt` once Completed (kept when Released or refunded
+/// after a dispute); `failedAt` while Failed (kept when refunded).
 struct Job {
     address payer;
     uint64 deadline;
@@ -57,7 +59,10 @@ struct Job {
     uint32 allowanceEpoch;
     uint64 sessionId;
     uint128 fee;
+    /// @dev The versioned hash of the blob holding the prompt, and the prompt's place among the payloads
+    /// of that blob (docs/protocol.md, Blob format).
     bytes32 promptBlobHash;
+    uint8 promptIndex;
     bytes32 responseHash;
 }
 

@@ -69,7 +69,8 @@ export function plain(struct: object): Record<string, unknown> {
 /**
  * Calls JobRegistry `method` as `actor` with `blobCount` blobs attached (the prompt rule). A submission
  * given without its job id (`submitJobFor(payer, sessionId, maxFee)`, `submitJobWithDebit(sessionId,
- * auth, signature)`) names the session's `nextJobId`, read now.
+ * auth, signature)`) names the session's `nextJobId`, read now. The prompt is payload `promptIndex`
+ * of blob `blobIndex` (the last two arguments of each of these calls).
  */
 export async function callWithBlobs(
   chain: Chain,
@@ -77,12 +78,14 @@ export async function callWithBlobs(
   method: 'submitJobFor' | 'submitJobWithDebit' | 'reassignJob',
   args: readonly unknown[],
   blobCount = 1,
+  { blobIndex = 0, promptIndex = 0 } = {},
 ) {
   if (method !== 'reassignJob' && args.length === 3) {
     const at = method === 'submitJobFor' ? 1 : 0;
     const jobId = await chain.jobs('stranger').nextJobId(args[at] as bigint);
     args = [...args.slice(0, at + 1), jobId, ...args.slice(at + 1)];
   }
+  args = [...args, blobIndex, promptIndex];
   const data = jobRegistryInterface.encodeFunctionData(method, args);
   const response = await sendWithBlobs(
     chain.signers[actor],
@@ -128,7 +131,14 @@ export async function openActiveSession(
 export async function submitJob(
   chain: Chain,
   sessionId: bigint,
-  options: { by?: Actor; payer?: Actor; maxFee?: bigint; blobs?: number } = {},
+  options: {
+    by?: Actor;
+    payer?: Actor;
+    maxFee?: bigint;
+    blobs?: number;
+    blobIndex?: number;
+    promptIndex?: number;
+  } = {},
 ) {
   const payer = chain.address[options.payer ?? 'user'];
   const { receipt, versionedHashes } = await callWithBlobs(
@@ -137,6 +147,7 @@ export async function submitJob(
     'submitJobFor',
     [payer, sessionId, options.maxFee ?? MODEL.feeWei],
     options.blobs ?? 1,
+    options,
   );
   const submitted = eventOf(receipt, 'JobSubmitted');
   return { jobId: submitted.jobId as bigint, receipt, versionedHashes };

@@ -1,11 +1,16 @@
 import type { Interface, Provider, TransactionReceipt } from 'ethers';
 import {
+  BLOB_CAPACITY_BYTES,
   BlobFeeTooHighError,
+  CallBatcher,
   ContractRevertError,
   TransactionRevertedError,
+  framedLength,
   provingBlobSidecarOf,
   chainTimeNow,
   decodeProtocolLog,
+  type BatchEntry,
+  type BatchPolicy,
   type ProvingBlobSidecar,
   type SignedTransaction,
   type ChainClient,
@@ -15,6 +20,7 @@ import {
   type ProtocolEventOf,
   type TransactionSender,
 } from '@svc/chain';
+import { decodeRevertData, withDecodedRevert } from '@svc/contracts';
 import { AppError } from '@svc/platform';
 import type { JobOrchestratorMetrics } from '../observability/job-orchestrator-metrics.js';
 
@@ -23,15 +29,19 @@ const LANDED_LOOKBACK_BLOCKS = 1_024;
 
 /**
  * A submission that may have been broadcast and was not found on chain: it may still land. `promptBlobHash`
- * names it: the job it becomes carries that blob.
+ * and `promptIndex` name it: the job it becomes carries that prompt.
  */
 export class SubmissionOutcomeUnknownError extends Error {
   constructor(
     readonly sessionId: bigint,
     readonly promptBlobHash: string,
+    readonly promptIndex: number,
     cause: unknown,
   ) {
-    super(`the submission of blob ${promptBlobHash} in session ${sessionId} has no known outcome`, { cause });
+    super(
+      `the submission of prompt ${promptIndex} of blob ${promptBlobHash} in session ${sessionId} has no known outcome`,
+      { cause },
+    );
     this.name = 'SubmissionOutcomeUnknownError';
   }
 }
@@ -42,11 +52,31 @@ export interface SignedSubmission {
   readonly hash: string;
   /** The signed transaction without its sidecar, for the worker to check before inclusion. */
   readonly signedTransaction?: string;
+  /** The blob the job's prompt travels in (shared with the other jobs of its batch), and its place there. */
   readonly blob: ProvingBlobSidecar;
+  readonly promptIndex: number;
   readonly landed: Promise<{ jobId: bigint; fee: bigint; tx: ServiceTransaction }>;
 }
 
-/** A transaction the service sent, mined, with the protocol events it emitted. */
+/**
+ * Told a job's id before its transaction is signed, so its caller can record the job where it outlives the
+ * caller; a rejection leaves the job out of its batch, nothing of it sent.
+ */
+export type BeforeSigning = (jobId: bigint) => Promise<void>;
+
+/** A job submission waiting for its batch. */
+interface SubmissionRequest {
+  readonly payer: string;
+  readonly sessionId: bigint;
+  readonly maxFee: bigint;
+  readonly promptWire: Uint8Array;
+  readonly beforeSigning: BeforeSigning | undefined;
+}
+
+/**
+ * A transaction the service sent, mined, with the protocol events it emitted (for one job of a batch,
+ * the events about that job).
+ */
 export interface ServiceTransaction {
   readonly hash: string;
   readonly blockNumber: number;
@@ -59,13 +89,23 @@ export interface ServiceTransaction {
  * it is signed (TransactionSender), so a refusal is a ContractRevertError and nothing was sent.
  */
 export class ServiceChain {
+  readonly #submissions: CallBatcher<SubmissionRequest, SignedSubmission>;
+
   constructor(
     readonly reads: ChainClient,
     private readonly sender: TransactionSender,
     /** The service's principal: the delegate wallets authorize and the owner of per-call sessions. */
     readonly principal: string,
     private readonly metrics: JobOrchestratorMetrics,
-  ) {}
+    batches: BatchPolicy,
+  ) {
+    this.#submissions = new CallBatcher(
+      batches,
+      (request) => framedLength(request.promptWire),
+      BLOB_CAPACITY_BYTES,
+      (entries) => this.#submitBatch(entries),
+    );
+  }
 
   get jobRegistry(): string {
     return this.reads.addresses.jobRegistry;
@@ -92,55 +132,154 @@ export class ServiceChain {
   /**
    * Signs and broadcasts a submission, resolving once it is signed and recorded (before it is mined): the job id
    * is the session's next (docs/protocol.md, Job ids), named in the transaction, so it is known now and a
-   * submission another one overtook in the session reverts. `landed` says how the send ended: the job
-   * mined, a revert, or, for a send that failed in an unknown way (after its broadcast, perhaps) and whose
-   * blob is not found on chain, a `SubmissionOutcomeUnknownError` naming the blob, which may still land.
-   * The prompt blob is built here (KZG commitment and proof), so its cost shows up in the submission.
+   * submission another one overtook in the session reverts. Submissions share a transaction and a blob
+   * (`batch`, docs/protocol.md, Batches) with the others that arrive while one is being prepared. `landed`
+   * says how the send ended for this job: the job mined, a revert, or, for a send that failed in an unknown
+   * way (after its broadcast, perhaps) and whose prompt is not found on chain, a
+   * `SubmissionOutcomeUnknownError` naming it, which may still land. A submission that would revert is
+   * refused here, alone, before anything is signed; so is one whose `beforeSigning` fails.
    */
-  async submitJobFor(
+  submitJobFor(
     payer: string,
     sessionId: bigint,
     maxFee: bigint,
     promptWire: Uint8Array,
+    beforeSigning?: BeforeSigning,
   ): Promise<SignedSubmission> {
-    // The read overlaps the blob's KZG commitment (on a KZG thread); the proof goes on computing there
-    // while the transaction is simulated, signed and handed to the worker, and only the broadcast waits for it.
-    const nextJobId = this.reads.jobRegistry.nextJobId(sessionId);
-    nextJobId.catch(() => undefined);
-    const blob = await provingBlobSidecarOf(promptWire);
-    const jobId = await nextJobId;
-    let announce!: (attempt: SignedTransaction) => void;
-    const signed = new Promise<SignedTransaction>((resolve) => (announce = resolve));
-    const landed = this.#send('submitJobFor', [payer, sessionId, jobId, maxFee], [blob], announce).then(
-      (tx) => {
-        const submitted = only(tx, 'JobSubmitted');
-        return { jobId: submitted.args.jobId, fee: submitted.args.fee, tx };
-      },
-      async (error: unknown) => {
-        const nothingLanded =
-          error instanceof ContractRevertError ||
-          error instanceof BlobFeeTooHighError ||
-          error instanceof TransactionRevertedError;
-        if (nothingLanded) throw error;
-        const found = await this.#landedSubmission(payer, sessionId, blob.versionedHash).catch(
-          () => undefined,
-        );
-        if (found) return found;
-        throw new SubmissionOutcomeUnknownError(sessionId, blob.versionedHash, error);
-      },
-    );
-    // A refusal before the signing (a simulation's revert, the blob fee) rejects this call itself.
-    const first = await Promise.race([
-      signed.then((attempt) => ({ attempt })),
-      landed.then((mined) => ({ mined })),
-    ]);
-    if ('mined' in first) return { jobId: first.mined.jobId, hash: first.mined.tx.hash, blob, landed };
-    const { hash, signedTransaction } = first.attempt;
-    return { jobId, hash, signedTransaction, blob, landed };
+    return this.#submissions.add({ payer, sessionId, maxFee, promptWire, beforeSigning });
   }
 
-  /** The job a submission of this blob into this session landed as, if it is on chain (recent blocks). */
-  async #landedSubmission(payer: string, sessionId: bigint, promptBlobHash: string) {
+  /**
+   * One batch: the blob of every prompt (its KZG commitment on a KZG thread, while the job ids are read),
+   * each submission simulated alone (one that would revert is refused and left out: its payload stays in
+   * the blob, unread), each kept job's `beforeSigning` awaited (one that fails is left out too), then
+   * `batch(calls)` signed and handed to each job's caller, and broadcast once the blob's proof is ready.
+   * Settles once every entry has been told.
+   */
+  async #submitBatch(entries: BatchEntry<SubmissionRequest, SignedSubmission>[]): Promise<void> {
+    const registry = this.reads.jobRegistry;
+    const reading = Promise.all(entries.map(({ request }) => registry.nextJobId(request.sessionId)));
+    reading.catch(() => undefined);
+    const blob = await provingBlobSidecarOf(...entries.map(({ request }) => request.promptWire));
+    const jobIds = await reading;
+    const calls = entries.map(({ request }, promptIndex) =>
+      registry.interface.encodeFunctionData('submitJobFor', [
+        request.payer,
+        request.sessionId,
+        jobIds[promptIndex]!,
+        request.maxFee,
+        0,
+        promptIndex,
+      ]),
+    );
+    const simulated = await Promise.allSettled(calls.map((data) => this.#simulateAlone(data, blob)));
+    const passed = entries.flatMap((entry, promptIndex) => {
+      const outcome = simulated[promptIndex]!;
+      if (outcome.status === 'fulfilled') return [{ entry, jobId: jobIds[promptIndex]!, promptIndex }];
+      this.metrics.transactionSent('submitJobFor', 'refused');
+      entry.reject(outcome.reason);
+      return [];
+    });
+    const recorded = await Promise.allSettled(
+      passed.map(({ entry, jobId }) => entry.request.beforeSigning?.(jobId)),
+    );
+    const kept = passed.filter(({ entry }, index) => {
+      const outcome = recorded[index]!;
+      if (outcome.status === 'rejected') entry.reject(outcome.reason);
+      return outcome.status === 'fulfilled';
+    });
+    if (kept.length === 0) return;
+
+    let announce!: (attempt: SignedTransaction) => void;
+    const signed = new Promise<SignedTransaction>((resolve) => (announce = resolve));
+    const data = registry.interface.encodeFunctionData('batch', [
+      kept.map(({ promptIndex }) => calls[promptIndex]!),
+    ]);
+    const mined = this.sender.send({ to: this.jobRegistry, data, blobs: [blob], onSigned: announce });
+    kept.forEach(({ entry, jobId, promptIndex }, call) => {
+      const { payer, sessionId } = entry.request;
+      const landed = mined.then(
+        (sent) => {
+          const outcome = this.#jobOf(sent, jobId, call);
+          this.metrics.transactionSent('submitJobFor', outcome instanceof Error ? 'failed' : 'mined');
+          if (outcome instanceof Error) throw outcome;
+          return outcome;
+        },
+        async (error: unknown) => {
+          const nothingLanded =
+            error instanceof ContractRevertError ||
+            error instanceof BlobFeeTooHighError ||
+            error instanceof TransactionRevertedError;
+          this.metrics.transactionSent(
+            'submitJobFor',
+            error instanceof ContractRevertError ? 'refused' : 'failed',
+          );
+          if (nothingLanded) throw error;
+          const found = await this.#landedSubmission(payer, sessionId, blob.versionedHash, promptIndex).catch(
+            () => undefined,
+          );
+          if (found) return found;
+          throw new SubmissionOutcomeUnknownError(sessionId, blob.versionedHash, promptIndex, error);
+        },
+      );
+      landed.catch(() => undefined); // the caller awaits it; a batch refused before signing rejects it here
+      void signed.then(({ hash, signedTransaction }) =>
+        entry.resolve({ jobId, hash, signedTransaction, blob, promptIndex, landed }),
+      );
+      // A refusal before the signing (the batch's simulation, the blob fee) fails the call itself; a batch
+      // seen only mined (its signing never announced) is handed over without the signed transaction.
+      void landed.then(
+        (done) => entry.resolve({ jobId: done.jobId, hash: done.tx.hash, blob, promptIndex, landed }),
+        (error: unknown) => entry.reject(error),
+      );
+    });
+    await Promise.race([signed, mined]).catch(() => undefined);
+  }
+
+  /** A submission's call as if sent alone by the principal, with the batch's blob: its revert, decoded. */
+  async #simulateAlone(data: string, blob: ProvingBlobSidecar): Promise<void> {
+    await withDecodedRevert(() =>
+      this.provider.call({
+        from: this.principal,
+        to: this.jobRegistry,
+        data,
+        type: 3,
+        blobVersionedHashes: [blob.versionedHash],
+        maxFeePerBlobGas: 1n,
+      }),
+    );
+  }
+
+  /** How the batch went for `jobId`, its call number `call`: the job submitted, or why its call reverted. */
+  #jobOf(
+    sent: Awaited<ReturnType<TransactionSender['send']>>,
+    jobId: bigint,
+    call: number,
+  ): { jobId: bigint; fee: bigint; tx: ServiceTransaction } | TransactionRevertedError {
+    const { receipt } = sent;
+    const all = this.#eventsOf(receipt);
+    const events = all.filter((event) => 'jobId' in event.args && event.args.jobId === jobId);
+    const submitted = events.find((event) => event.name === 'JobSubmitted');
+    if (submitted?.name === 'JobSubmitted') {
+      return {
+        jobId,
+        fee: submitted.args.fee,
+        tx: { hash: receipt.hash, blockNumber: receipt.blockNumber, events },
+      };
+    }
+    const failed = all.find((event) => event.name === 'BatchCallFailed' && event.args.index === BigInt(call));
+    const reason = failed?.name === 'BatchCallFailed' ? decodeRevertData(failed.args.reason) : undefined;
+    return new TransactionRevertedError(
+      sent.account,
+      sent.nonce,
+      receipt.hash,
+      receipt.blockNumber,
+      reason ?? null,
+    );
+  }
+
+  /** The job a submission of this prompt into this session landed as, if it is on chain (recent blocks). */
+  async #landedSubmission(payer: string, sessionId: bigint, promptBlobHash: string, promptIndex: number) {
     const registry = this.reads.jobRegistry;
     const latest = await this.provider.getBlockNumber();
     const logs = await registry.queryFilter(
@@ -150,17 +289,25 @@ export class ServiceChain {
     const log = logs.find(
       (candidate) =>
         candidate.args.sessionId === sessionId &&
-        candidate.args.promptBlobHash.toLowerCase() === promptBlobHash.toLowerCase(),
+        candidate.args.promptBlobHash.toLowerCase() === promptBlobHash.toLowerCase() &&
+        Number(candidate.args.promptIndex) === promptIndex,
     );
     if (!log) return undefined;
     const receipt = await this.provider.getTransactionReceipt(log.transactionHash);
     if (!receipt) return undefined;
-    const tx = { hash: receipt.hash, blockNumber: receipt.blockNumber, events: this.#eventsOf(receipt) };
+    const events = this.#eventsOf(receipt).filter(
+      (event) => 'jobId' in event.args && event.args.jobId === log.args.jobId,
+    );
+    const tx = { hash: receipt.hash, blockNumber: receipt.blockNumber, events };
     return { jobId: log.args.jobId, fee: log.args.fee, tx };
   }
 
   async reassignJob(jobId: bigint, sessionId: bigint, promptWire: Uint8Array): Promise<ServiceTransaction> {
-    const tx = await this.#send('reassignJob', [jobId, sessionId], [await provingBlobSidecarOf(promptWire)]);
+    const tx = await this.#send(
+      'reassignJob',
+      [jobId, sessionId, 0, 0],
+      [await provingBlobSidecarOf(promptWire)],
+    );
     only(tx, 'JobReassigned');
     return tx;
   }

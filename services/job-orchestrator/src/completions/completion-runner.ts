@@ -23,7 +23,13 @@ import {
 } from './payment-paths/payment-path.js';
 import type { PaymentPaths } from './payment-paths/payment-paths.js';
 import { preparePrompt, sealPrompt, type PreparedPrompt } from './prompt-envelope.js';
-import { SubmittedJobRun } from './submitted-job-run.js';
+import { SubmittedJobRun, type RunningMark } from './submitted-job-run.js';
+
+/** A job its call tracked and marked run before signing its submission. */
+interface RecordedJob {
+  readonly jobId: bigint;
+  readonly running: RunningMark;
+}
 
 export type { CompletionCall, CompletionEvent, ServiceDescription } from './completion-call.js';
 
@@ -192,12 +198,13 @@ class CompletionRun {
     this.#requestedRecorded = true;
     await payable;
     const prompt = await refuseUnless(async () => preparePrompt(this.#call.model, this.#call.messages));
-    const { lease, job } = await this.#submit(model, prompt);
+    const { lease, job, running } = await this.#submit(model, prompt);
     const run = new SubmittedJobRun(this.#o, {
       payment,
       stream: this.#stream,
       signal: this.#signal,
       holder: this.#holder,
+      ...(running ? { running } : {}),
       prepareAttempt: (failedSessions, failedWorker) => this.#prepareAttempt(failedSessions, failedWorker),
     });
     await run.serve(lease, job, prompt);
@@ -207,23 +214,45 @@ class CompletionRun {
   async #submit(
     model: ConfiguredModel,
     prompt: PreparedPrompt,
-  ): Promise<{ lease: SessionLease; job: AnnouncedJob }> {
+  ): Promise<{ lease: SessionLease; job: AnnouncedJob; running?: RunningMark }> {
     for (let tries = 1; ; tries++) {
       this.#throwIfCallerLeft();
       const lease = await refuseUnless(() => this.#acquireSession(model.modelId));
       let submission;
+      let recorded: RecordedJob | undefined;
       try {
         this.#throwIfCallerLeft();
         const wire = sealPrompt(prompt, lease.session.publicKey, this.#binding(lease.session.sessionId));
-        submission = await this.#call.payment.submit(lease.session.sessionId, wire, prompt.replyKey);
+        submission = await this.#call.payment.submit(
+          lease.session.sessionId,
+          wire,
+          prompt.replyKey,
+          async (jobId) => {
+            try {
+              recorded = await this.#recordBeforeSigning(jobId);
+            } catch (error) {
+              throw new NotSubmitted(
+                new AppError('job_failed', {
+                  message: 'The job could not be recorded, so it was not submitted; send the request again.',
+                  cause: error,
+                }),
+              );
+            }
+          },
+        );
       } catch (error) {
+        await this.#unrecord(recorded, error);
         // A session a submission reverted in is closed or changed on chain: it never goes back to the pool,
         // and its worker, who alone could change it under a checked submission, is counted.
         if (error instanceof SubmissionReverted) await lease.discard('failed');
-        else await lease.release();
+        else if (error instanceof NotSubmitted) await lease.release();
+        // Maybe submitted (an unknown outcome, an unexpected fault): the submission may still land, and a
+        // job the next call submitted there would take the same job id. The session leaves the pool.
+        else await lease.discard();
         throw error;
       }
-      if (submission !== 'session_unusable') {
+      if (submission === 'session_unusable') await this.#unrecord(recorded, undefined);
+      else {
         // The session served a paid job: it leaves its payer's and key's budget of unused sessions. The job
         // is on chain: a failure here must not end the call before its run (which releases the lease) starts.
         await lease
@@ -234,7 +263,7 @@ class CompletionRun {
               'session not marked as used',
             ),
           );
-        return { lease, job: submission };
+        return { lease, job: submission, ...(recorded ? { running: recorded.running } : {}) };
       }
       if (tries < SESSION_TRIES) {
         await lease.discard();
@@ -247,6 +276,39 @@ class CompletionRun {
         }),
       );
     }
+  }
+
+  /**
+   * Tracks the job under the call and marks it run by the call before its transaction is signed, so that
+   * from its broadcast on, whatever happens to the call or this replica, the keeper knows the job: it
+   * leaves it to the call while the mark is renewed and drives it to its end once the mark lapses.
+   */
+  async #recordBeforeSigning(jobId: bigint): Promise<RecordedJob> {
+    const { jobs, runMarkTtlMs } = this.#o;
+    await jobs.track(jobId, this.#call.payment.identity);
+    try {
+      return { jobId, running: await jobs.holdRun(jobId, this.#holder, runMarkTtlMs) };
+    } catch (error) {
+      await jobs.forget(jobId).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /**
+   * Undoes the record of a job whose submission failed to send: forgotten when nothing landed, left to the
+   * keeper as an orphan (refunded once answered: its caller is told `job_failed`) when it may land yet.
+   */
+  async #unrecord(recorded: RecordedJob | undefined, error: unknown): Promise<void> {
+    if (!recorded) return;
+    const { jobs, logger } = this.#o;
+    try {
+      if (error instanceof SubmissionUnknown)
+        await jobs.track(recorded.jobId, this.#call.payment.identity, { orphan: true });
+      else await jobs.forget(recorded.jobId);
+    } catch (cause) {
+      logger.warn({ err: cause, jobId: recorded.jobId.toString() }, 'tracked job not updated');
+    }
+    await recorded.running.end().catch(() => undefined);
   }
 
   /** A new session for a reassigned attempt, and the prompt prepared and sealed to it anew. */

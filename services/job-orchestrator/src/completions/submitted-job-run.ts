@@ -85,6 +85,11 @@ export interface SubmittedJobRunOptions {
   readonly logger: Logger;
 }
 
+/** A job's `running` mark, held by its call and renewed while held. */
+export interface RunningMark {
+  end(): Promise<void>;
+}
+
 /** What the run of one call lends the run of its job. */
 export interface SubmittedJobCall {
   readonly payment: PaymentPath;
@@ -92,6 +97,8 @@ export interface SubmittedJobCall {
   readonly signal: AbortSignal;
   /** Who holds the job's `running` mark (the call's id). */
   readonly holder: string;
+  /** The job's `running` mark, when the call took it (and tracked the job) before signing the submission. */
+  readonly running?: RunningMark;
   /** A session for the next attempt (not one that failed, not with the worker that just failed) and the prompt sealed to it. */
   prepareAttempt(
     failedSessions: ReadonlySet<bigint>,
@@ -106,8 +113,8 @@ export interface SubmittedJobCall {
  * that failed for good. Every step is a lifecycle event.
  */
 export class SubmittedJobRun {
-  /** The job's `running` mark, held from when it is on chain. */
-  #run: { end(): Promise<void> } | undefined;
+  /** The job's `running` mark, held from before its submission was signed or, at the latest, its broadcast. */
+  #run: RunningMark | undefined;
 
   constructor(
     private readonly options: SubmittedJobRunOptions,
@@ -135,11 +142,14 @@ export class SubmittedJobRun {
       await this.#recordLanded(job, service, prompt);
     });
     try {
-      // Tracked and held from the broadcast (its id is known now): the keeper neither adopts the job as
-      // one no call serves when it lands nor drives it while this run does, and takes it over if this
-      // replica dies.
-      await this.options.jobs.track(jobId, payment.identity);
-      this.#run = await this.options.jobs.holdRun(jobId, this.call.holder, this.options.runMarkTtlMs);
+      // Tracked and held from before the signing (the delegate path) or the broadcast (its id is known
+      // now): the keeper neither adopts the job as one no call serves when it lands nor drives it while
+      // this run does, and takes it over if this replica dies.
+      if (this.call.running) this.#run = this.call.running;
+      else {
+        await this.options.jobs.track(jobId, payment.identity);
+        this.#run = await this.options.jobs.holdRun(jobId, this.call.holder, this.options.runMarkTtlMs);
+      }
       if (announced.handover) await this.#handOver(service, announced.handover);
       for (;;) {
         const otherReplyKeys = attempt === 1 ? announced.otherReplyKeys : undefined;
@@ -225,9 +235,15 @@ export class SubmittedJobRun {
     } finally {
       // Whatever ended the run (a thrown chain or store error too), its session's lock goes: a no-op when
       // the path that ended it released or discarded the lease already. A session whose submission is
-      // still on its way is kept busy until it lands: its next job id is not known before.
-      await landing.settled.catch(() => undefined);
-      await lease.release();
+      // still on its way is kept busy until it lands: its next job id is not known before. One whose
+      // submission may land yet (its outcome unknown: a replica stopping under it, a node gone) leaves the
+      // pool: a job the next call submitted there would take the same job id.
+      const failure = await landing.settled.then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      if (landing.failed && !(failure instanceof NotSubmitted)) await lease.discard();
+      else await lease.release();
       await this.#run?.end();
       await relay.retire(jobId);
     }

@@ -33,12 +33,15 @@ export interface LifecycleRelaySettings {
   readonly pollIntervalMs: number;
   /** Backoff after a failed pass (the bus or the store down). */
   readonly retry?: RetryPolicy;
-  /** How long a turn holds the lock; a pass is cut off at a third of it. Default 60 s. */
+  /**
+   * How long a turn holds the lock; a pass is cut off at a third of it. Default 15 s: a replica that dies
+   * holding it stalls the outbox that long (the same bound as a dead call's running mark).
+   */
   readonly lockTtlMs?: number;
 }
 
 const PASS_RETRY: RetryPolicy = { initialDelayMs: 500, maxDelayMs: 30_000, multiplier: 2, jitter: 0.2 };
-const LOCK_TTL_MS = 60_000;
+const LOCK_TTL_MS = 15_000;
 /** Time a stop keeps for freeing the turn and counting what is left, beyond its own timeout's drain. */
 const STOP_BOOKKEEPING_MS = 1_000;
 

@@ -5,6 +5,7 @@ import { JobLifecycleKind, type LifecyclePublisher } from '../events/lifecycle-e
 import type { JobOrchestratorMetrics, KeeperAction } from '../observability/job-orchestrator-metrics.js';
 import {
   OPEN_SESSIONS_GROUP,
+  heldBackUntil,
   parseOpenSession,
   sessionBusyKey,
   sessionPoolGroup,
@@ -219,7 +220,10 @@ export class JobKeeper {
   async #adoptSubmission(event: Extract<ProtocolEvent, { name: 'JobSubmitted' }>): Promise<void> {
     const { jobs, lifecycle, logger, pending } = this.#options;
     if (!pending) return;
-    const call = await pending.take(String(event.args.promptBlobHash));
+    const call = await pending.take({
+      promptBlobHash: String(event.args.promptBlobHash),
+      promptIndex: Number(event.args.promptIndex),
+    });
     if (!call) return;
     const { jobId, sessionId, worker, fee } = event.args;
     await jobs.track(jobId, call, { undelivered: true });
@@ -310,11 +314,13 @@ export class JobKeeper {
     const now = await chain.now();
     for (const entry of await store.presence.list(OPEN_SESSIONS_GROUP)) {
       const sessionId = BigInt(entry.member);
-      // A session held by a call is busy, not idle.
+      // A session held by a call is busy, not idle; one just recovered may be too (`heldBackUntil`).
+      const record = parseOpenSession(entry.value);
+      if (record && heldBackUntil(record) !== undefined) continue;
       if ((await store.locks.holder(sessionBusyKey(sessionId))) !== null) continue;
       const session = await chain.reads.getSession(sessionId);
       // A session no job was ever submitted in (its caller left, or never paid) is closed early.
-      const unusedLeases = parseOpenSession(entry.value)?.unusedLeases;
+      const unusedLeases = record?.unusedLeases;
       const closeAfter = unusedLeases ? Math.min(unusedCloseSeconds, idleCloseSeconds) : idleCloseSeconds;
       const idle =
         (session.state === SessionState.Active && now - session.lastActivityAt > closeAfter) ||

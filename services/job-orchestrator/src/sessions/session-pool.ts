@@ -10,6 +10,7 @@ import { revertOf, type ServiceChain, type ServiceTransaction } from '../chain/s
 import {
   OPEN_SESSIONS_GROUP,
   announceOpenSession,
+  heldBackUntil,
   parseOpenSession,
   parsePooledSession,
   poolSession,
@@ -107,6 +108,12 @@ export interface SessionPoolOptions {
 /** How a new session's claim went: its public key, or why there is none. */
 type SessionClaim = { kind: 'claimed'; publicKey: Uint8Array } | { kind: 'declined' | 'unclaimed' };
 
+/** What a call drew from its pool: a session, or none (and when the first held-back one comes free). */
+interface PoolDraw {
+  readonly lease?: SessionLease;
+  readonly heldBackUntilMs?: number;
+}
+
 /** How long a call waits for a worker to report the slot an eviction freed (it follows the chain's logs). */
 const ROOM_WAIT_MS = 10_000;
 const MINUTE_MS = 60_000;
@@ -122,6 +129,8 @@ const MINUTE_MS = 60_000;
  */
 export class SessionPool {
   readonly #options: SessionPoolOptions;
+  /** Session locks this replica's calls hold (see Holdings.lock). */
+  readonly #heldHere = new Map<string, string>();
 
   constructor(options: SessionPoolOptions) {
     this.#options = options;
@@ -130,14 +139,16 @@ export class SessionPool {
   async acquire(request: SessionRequest): Promise<SessionLease> {
     const live = await this.#options.workers.live();
     const standings = await this.#options.reputation.standings(live.map((worker) => worker.address));
-    const pooled = await this.#takePooled(request, live, standings, false);
-    if (pooled) return pooled;
+    let pooled = await this.#takePooled(request, live, standings, false);
     // An empty pool in a store that lost its records is no reason to open a session: recover them first.
-    if (await this.#options.recovery.ensure()) {
-      const recovered = await this.#takePooled(request, live, standings, false);
-      if (recovered) return recovered;
+    if (!pooled.lease && (await this.#options.recovery.ensure()))
+      pooled = await this.#takePooled(request, live, standings, false);
+    // Sessions just recovered are held back a moment (`heldBackUntil`); one of them is worth that wait.
+    if (!pooled.lease && pooled.heldBackUntilMs !== undefined) {
+      await sleep(Math.max(0, pooled.heldBackUntilMs - Date.now()));
+      pooled = await this.#takePooled(request, live, standings, false);
     }
-    return this.#open(request, live, standings);
+    return pooled.lease ?? this.#open(request, live, standings);
   }
 
   /** Claimed sessions of the owner's model waiting in the pool now, with a live worker, held by no call. */
@@ -173,9 +184,10 @@ export class SessionPool {
     live: readonly LiveWorker[],
     standings: ReadonlyMap<string, WorkerStanding>,
     backedOffToo: boolean,
-  ): Promise<SessionLease | undefined> {
+  ): Promise<PoolDraw> {
     const { store } = this.#options;
     const group = sessionPoolGroup(request.owner, request.modelId);
+    let heldBackUntilMs: number | undefined;
     const liveWorkers = new Map(live.map((worker) => [worker.address.toLowerCase(), worker]));
     const entries = (await store.presence.list(group))
       .map((entry) => parsePooledSession(entry.value))
@@ -195,6 +207,11 @@ export class SessionPool {
       if (!worker) continue;
       // A worker that failed lately serves only when no other worker can (see #open).
       if (!backedOffToo && standings.get(session.worker.toLowerCase())?.backedOff) continue;
+      const until = heldBackUntil(session);
+      if (until !== undefined) {
+        heldBackUntilMs = Math.min(heldBackUntilMs ?? until, until);
+        continue;
+      }
       const held = this.#holdings();
       if (!(await held.lock(sessionBusyKey(session.sessionId), request.holder))) continue;
       // Listed before its lock was taken: a call that held it may have retired it meanwhile (a session
@@ -215,9 +232,9 @@ export class SessionPool {
         }
         continue;
       }
-      return this.#lease(session, request, held);
+      return { lease: this.#lease(session, request, held) };
     }
-    return undefined;
+    return heldBackUntilMs === undefined ? {} : { heldBackUntilMs };
   }
 
   async #open(
@@ -248,7 +265,7 @@ export class SessionPool {
         });
       // Only workers that failed lately have room: a pooled session with one of them costs no open.
       const pooled = await this.#takePooled(request, live, standings, true);
-      if (pooled) return pooled;
+      if (pooled.lease) return pooled.lease;
     }
     const budget = await this.#options.opens.take(request);
     let lease: SessionLease | undefined;
@@ -262,7 +279,7 @@ export class SessionPool {
 
   /** A new set of what one call holds, renewed while it lives (`Holdings`). */
   #holdings(): Holdings {
-    return new Holdings(this.#options.store, this.#options.holdTtlMs);
+    return new Holdings(this.#options.store, this.#options.holdTtlMs, this.#heldHere);
   }
 
   async #releaseLeases(leases: readonly UnusedSessionLease[] | undefined): Promise<void> {
@@ -349,7 +366,10 @@ export class SessionPool {
       let pool = pools.get(group);
       if (!pool) {
         pool = new Map(
-          (await store.presence.list(group)).map((pooled) => [pooled.member, pooled.expiresAtMs]),
+          (await store.presence.list(group))
+            // One just recovered may still be in a call's hands (`heldBackUntil`).
+            .filter((pooled) => heldBackUntil(parsePooledSession(pooled.value) ?? {}) === undefined)
+            .map((pooled) => [pooled.member, pooled.expiresAtMs]),
         );
         pools.set(group, pool);
       }
@@ -547,9 +567,10 @@ export class SessionPool {
         if (keep) {
           // Used by a job just now: its worker held the key, whatever the pool said when it was recovered.
           // A session no job was ever submitted in waits only until the keeper closes it early.
+          const { heldBackUntilMs: _heldBack, ...used } = current;
           await poolSession(
             store,
-            { ...current, recovered: false },
+            { ...used, recovered: false },
             current.unusedLeases ? Math.min(idleTtlMs, opens.settings.closeAfterMs) : idleTtlMs,
           );
           if (request.conversationId)
@@ -646,12 +667,21 @@ class Holdings {
   constructor(
     private readonly store: Pick<Store, 'locks' | 'concurrency'>,
     private readonly ttlMs: number,
+    /** The locks this replica's calls hold, by key, with their owners: its own memory, not the store's. */
+    private readonly heldHere: Map<string, string>,
   ) {}
 
-  /** Takes the lock for `owner`; false when another holds it. */
+  /**
+   * Takes the lock for `owner`; false when another holds it, in the store or in this replica. A store that
+   * lost its locks (Redis restarted empty) must not let a second call of this replica into a session whose
+   * first call still holds it: its submission may be unmined, and the session's next job id is its job's.
+   */
   async lock(key: string, owner: string): Promise<boolean> {
+    const here = this.heldHere.get(key);
+    if (here !== undefined && here !== owner) return false;
     if (!(await this.store.locks.tryAcquire(key, owner, this.ttlMs)).acquired) return false;
     this.#locks.set(key, owner);
+    this.heldHere.set(key, owner);
     this.#renew();
     return true;
   }
@@ -669,6 +699,7 @@ class Holdings {
     const owner = this.#locks.get(key);
     if (owner === undefined) return;
     this.#locks.delete(key);
+    if (this.heldHere.get(key) === owner) this.heldHere.delete(key);
     await this.store.locks.release(key, owner);
   }
 
@@ -688,12 +719,22 @@ class Holdings {
   }
 
   #renew(): void {
-    // A renewal the store refuses (it lost the lock) is not retaken: another call may hold it now.
     this.#renewal ??= renewWhileHeld(this.ttlMs, () =>
       Promise.allSettled([
-        ...[...this.#locks].map(([key, owner]) => this.store.locks.renew(key, owner, this.ttlMs)),
+        ...[...this.#locks].map(([key, owner]) => this.#renewLock(key, owner)),
         ...this.#leases.map(({ key, leaseId }) => this.store.concurrency.renew(key, leaseId, this.ttlMs)),
       ]),
     );
+  }
+
+  /**
+   * Renews a lock, or takes it again when the store lost it (Redis restarted empty, or it lapsed while the
+   * process stalled): the call still holds the session. Nobody else takes it meanwhile: a held session is
+   * out of its pool, and one recovered into it from the chain is held back past this renewal
+   * (`heldBackUntil`). A lock another call took anyway stays with it.
+   */
+  async #renewLock(key: string, owner: string): Promise<void> {
+    if (await this.store.locks.renew(key, owner, this.ttlMs)) return;
+    await this.store.locks.tryAcquire(key, owner, this.ttlMs);
   }
 }

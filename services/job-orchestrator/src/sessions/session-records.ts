@@ -23,6 +23,8 @@ export interface PooledSession {
    * must list it before a job goes to it (the worker may have lost the key).
    */
   readonly recovered?: boolean;
+  /** Recovered: no call takes it before then (see {@link heldBackUntil}). */
+  readonly heldBackUntilMs?: number;
   /** Present while no job was ever submitted in it: the budget leases it holds (see UnusedSessionLease). */
   readonly unusedLeases?: readonly UnusedSessionLease[];
 }
@@ -34,6 +36,24 @@ export interface OpenSessionRecord {
   readonly worker: string;
   /** Present while no job was ever submitted in it: the keeper closes it after SESSION_UNUSED_CLOSE. */
   readonly unusedLeases?: readonly UnusedSessionLease[];
+  /** Recovered: the keeper does not close it before then (see {@link heldBackUntil}). */
+  readonly heldBackUntilMs?: number;
+}
+
+/**
+ * Until when a session recovered from the chain is held back from calls, evictions and the keeper;
+ * undefined once it is not (or never was). A store that lost its records lost the busy locks too, while
+ * calls may still hold sessions with their job's submission unmined: a second call in such a session would
+ * submit under the same job id, and a close would revert the submission. A live call takes its lost lock
+ * again at its next renewal (`Holdings`), so a recovered session waits long enough for every such call to
+ * have done so.
+ */
+export function heldBackUntil(
+  record: { readonly heldBackUntilMs?: number },
+  nowMs = Date.now(),
+): number | undefined {
+  const until = record.heldBackUntilMs;
+  return until !== undefined && nowMs < until ? until : undefined;
 }
 
 /** Every session the service opened and has not closed: the keeper's list for idle closing. */
@@ -64,6 +84,7 @@ export function announceOpenSession(
       modelId: record.modelId,
       worker: record.worker,
       ...(record.unusedLeases ? { unusedLeases: record.unusedLeases } : {}),
+      ...(record.heldBackUntilMs !== undefined ? { heldBackUntilMs: record.heldBackUntilMs } : {}),
     }),
     OPEN_SESSION_TTL_MS,
   );
@@ -82,6 +103,7 @@ export function poolSession(store: SessionStore, session: PooledSession, idleTtl
       worker: session.worker,
       publicKey: Buffer.from(session.publicKey).toString('hex'),
       ...(session.recovered ? { recovered: true } : {}),
+      ...(session.heldBackUntilMs !== undefined ? { heldBackUntilMs: session.heldBackUntilMs } : {}),
       ...(session.unusedLeases ? { unusedLeases: session.unusedLeases } : {}),
     }),
     idleTtlMs,
@@ -99,6 +121,7 @@ export function parseOpenSession(value: string): OpenSessionRecord | undefined {
       modelId: raw.modelId,
       worker: raw.worker,
       ...(unusedLeases ? { unusedLeases } : {}),
+      ...(typeof raw.heldBackUntilMs === 'number' ? { heldBackUntilMs: raw.heldBackUntilMs } : {}),
     };
   } catch {
     return undefined;
@@ -126,6 +149,7 @@ export function parsePooledSession(value: string): PooledSession | undefined {
       worker,
       publicKey: new Uint8Array(Buffer.from(publicKey, 'hex')),
       ...(raw.recovered === true ? { recovered: true } : {}),
+      ...(typeof raw.heldBackUntilMs === 'number' ? { heldBackUntilMs: raw.heldBackUntilMs } : {}),
       ...(parseUnusedLeases(raw.unusedLeases) ? { unusedLeases: parseUnusedLeases(raw.unusedLeases) } : {}),
     };
   } catch {

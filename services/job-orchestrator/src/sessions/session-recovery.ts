@@ -17,6 +17,11 @@ export interface SessionRecoveryOptions {
   readonly replicaId: string;
   /** How long a recovered session waits in its pool, as one handed back after a job. */
   readonly idleTtlMs: number;
+  /**
+   * How long a recovered session stays out of calls' and the keeper's reach (`heldBack`): long enough for a
+   * live call that held it when the store lost its lock to have taken the lock again.
+   */
+  readonly holdBackMs: number;
   /** How long another replica's recovery is waited for before going on without it. */
   readonly waitForOtherMs: number;
   readonly logger: Logger;
@@ -94,7 +99,7 @@ export class SessionRecovery {
 
   /** Rebuilds the store's view of the service's open sessions from the chain. Exposed for tests. */
   async recover(): Promise<RecoverySummary> {
-    const { chain, workers, store, idleTtlMs, logger } = this.#options;
+    const { chain, workers, store, idleTtlMs, holdBackMs, logger } = this.#options;
     const open = await this.#openSessionsOfTheService();
     const live = new Map((await workers.live()).map((worker) => [worker.address.toLowerCase(), worker]));
     const modelNames = new Map<string, Promise<string>>();
@@ -110,7 +115,12 @@ export class SessionRecovery {
     for (const sessionId of open) {
       const session = await chain.reads.getSession(sessionId);
       if (session.state !== SessionState.Open && session.state !== SessionState.Active) continue;
-      const record = { owner: session.owner, modelId: session.modelId, worker: session.worker };
+      const record = {
+        owner: session.owner,
+        modelId: session.modelId,
+        worker: session.worker,
+        heldBackUntilMs: Date.now() + holdBackMs,
+      };
       // Known to the keeper from now on, which closes it once it sits idle (or its claim window passed).
       await announceOpenSession(store, sessionId, record);
       if (session.state === SessionState.Open) {

@@ -15,9 +15,10 @@ import {
 import { DelegatePath } from '../../src/completions/payment-paths/delegate-path.js';
 import { PerCallPath } from '../../src/completions/payment-paths/per-call-path.js';
 import { UnconfirmedFees } from '../../src/completions/payment-paths/unconfirmed-fees.js';
-import { SubmissionOutcomeUnknownError } from '../../src/chain/service-chain.js';
+import { SubmissionOutcomeUnknownError, type BeforeSigning } from '../../src/chain/service-chain.js';
 import type { SettlementOutcome } from '../../src/completions/per-call-settlement.js';
 import type { CallIdentity, LifecycleStep } from '../../src/events/lifecycle-events.js';
+import type { PromptPlace } from '../../src/keeper/pending-submissions.js';
 import { JobOrchestratorMetrics } from '../../src/observability/job-orchestrator-metrics.js';
 
 // The completion runner with every chain, store and worker part faked: each payment path through
@@ -38,6 +39,8 @@ class Fakes {
   readonly published: { kind: string; step: LifecycleStep; identity: CallIdentity }[] = [];
   readonly leases: { sessionId: bigint; worker: string; released?: 'kept' | 'discarded' }[] = [];
   readonly sent: string[] = [];
+  /** What the run did to the job's tracking and when it signed, in order. */
+  readonly steps: string[] = [];
   attempts: Relayed[] = [];
   settlements: SettlementOutcome[] = [];
   submitRefusals: ('session_unusable' | Error)[] = [];
@@ -53,18 +56,28 @@ class Fakes {
       parameters: async () => ({ maxAttempts: 2 }),
       getJob: async () => ({ state: JobState.Failed, fee: FEE }),
     },
-    submitJobFor: async () => {
+    submitJobFor: async (
+      _payer: string,
+      _sessionId: bigint,
+      _maxFee: bigint,
+      _promptWire: Uint8Array,
+      beforeSigning?: BeforeSigning,
+    ) => {
       const refusal = this.submitRefusals.shift();
       if (refusal === 'session_unusable')
         throw new ContractRevertError(
           { name: 'SessionStateInvalid', args: { sessionId: 1n, state: 3n } } as never,
           undefined,
         );
+      const lostOrReverted =
+        refusal instanceof TransactionRevertedError || refusal instanceof SubmissionOutcomeUnknownError;
+      // A refusal in simulation signs nothing; the caller is told the job's id before anything is signed.
+      if (refusal && !lostOrReverted) throw refusal;
+      await beforeSigning?.(1n);
+      this.steps.push('signed');
       const broadcast = { jobId: 1n, hash: txHash(1), blob: blobSidecarOf(new Uint8Array([1])) };
       // A revert when mined and a send lost after its broadcast come after the submission was announced.
-      if (refusal instanceof TransactionRevertedError || refusal instanceof SubmissionOutcomeUnknownError)
-        return { ...broadcast, landed: Promise.reject(refusal) };
-      if (refusal) throw refusal;
+      if (lostOrReverted) return { ...broadcast, landed: Promise.reject(refusal) };
       this.sent.push('submitJobFor');
       const tx = { hash: txHash(1), blockNumber: 1, events: [] };
       return { ...broadcast, landed: Promise.resolve({ jobId: 1n, fee: FEE, tx }) };
@@ -144,9 +157,15 @@ class Fakes {
         acknowledgeFinal: async () => true,
       },
       jobs: {
-        track: async () => undefined,
-        holdRun: async () => ({ end: async () => undefined }) as never,
-        forget: async () => undefined,
+        track: async (jobId: bigint, _call: CallIdentity, flags?: object) =>
+          void this.steps.push(
+            `track ${jobId}${flags && Object.keys(flags).length ? ` ${Object.keys(flags).join()}` : ''}`,
+          ),
+        holdRun: async (jobId: bigint) => {
+          this.steps.push(`holdRun ${jobId}`);
+          return { end: async () => void this.steps.push(`end ${jobId}`) };
+        },
+        forget: async (jobId: bigint) => void this.steps.push(`forget ${jobId}`),
         markUndelivered: async (jobId: bigint) => void this.markedUndelivered.push(jobId),
       },
       lifecycle: {
@@ -176,7 +195,7 @@ class Fakes {
   requestId = 'req-1';
 
   /** Submissions left for the keeper to adopt if they land. */
-  readonly expected: { hash: string; call: CallIdentity }[] = [];
+  readonly expected: { prompt: PromptPlace; call: CallIdentity }[] = [];
 
   /** The wallets' fees of submissions not yet mined (shared by the calls of one test). */
   unconfirmed = new UnconfirmedFees(new MemoryStore());
@@ -187,7 +206,7 @@ class Fakes {
       chain: this.chain as never,
       chainId: 31337n,
       pending: {
-        expect: async (hash: string, call: CallIdentity) => void this.expected.push({ hash, call }),
+        expect: async (prompt: PromptPlace, call: CallIdentity) => void this.expected.push({ prompt, call }),
       },
       unconfirmed: this.unconfirmed,
     };
@@ -350,7 +369,7 @@ describe('the completion runner on the signed final (fakes)', () => {
 });
 
 describe('the session lease on every exit of a submitted job (fakes)', () => {
-  it('is handed back once when the run throws after the submission (tracking it, following it)', async () => {
+  it('is handed back once when the run throws, recording the job before its signing or following it after', async () => {
     const trackFails = new Fakes();
     trackFails.options.jobs.track = async () => {
       throw new Error('store down');
@@ -364,6 +383,19 @@ describe('the session lease on every exit of a submitted job (fakes)', () => {
     const events = await run(followFails, followFails.delegateCall());
     expect(events.at(-1)).toMatchObject({ case: 'failed', jobSubmitted: true });
     expect(followFails.leases).toEqual([expect.objectContaining({ released: 'kept' })]);
+  });
+
+  it('leaves the pool when the run throws while its submission may still land (a replica stopping under it)', async () => {
+    const fakes = new Fakes();
+    const blob = '0x01' + 'ab'.repeat(31);
+    fakes.submitRefusals = [new SubmissionOutcomeUnknownError(1n, blob, 0, new Error('provider destroyed'))];
+    fakes.options.relay.follow = async () => {
+      throw new Error('provider destroyed');
+    };
+    const events = await run(fakes, fakes.delegateCall());
+    expect(events.at(-1)).toMatchObject({ case: 'failed', jobSubmitted: true });
+    // Pooled, its next job would take the same job id as the one that may still land.
+    expect(fakes.leases).toEqual([expect.objectContaining({ released: 'discarded' })]);
   });
 
   it('is handed back when the session is not marked as used, and the job still runs to its answer', async () => {
@@ -526,6 +558,8 @@ describe('the completion runner (fakes)', () => {
     delegate.submitRefusals = [new Error('connection reset')];
     const [first] = await run(delegate, delegate.delegateCall());
     expect(first).toMatchObject({ case: 'failed', jobSubmitted: true, error: { code: 'job_failed' } });
+    // Maybe submitted, so its session may have a job on its way: it leaves the pool.
+    expect(delegate.leases).toEqual([expect.objectContaining({ released: 'discarded' })]);
 
     const perCall = new Fakes();
     perCall.options.catalogue.model = async () => {
@@ -587,17 +621,50 @@ describe('the completion runner (fakes)', () => {
   it('delegate path: a submission with no known outcome (broadcast, then lost) is left to the keeper under the call, and no event frees its hold', async () => {
     const fakes = new Fakes();
     const blob = '0x01' + 'ab'.repeat(31);
-    fakes.submitRefusals = [new SubmissionOutcomeUnknownError(1n, blob, new Error('no receipt'))];
+    fakes.submitRefusals = [new SubmissionOutcomeUnknownError(1n, blob, 3, new Error('no receipt'))];
     const [failure] = await run(fakes, fakes.delegateCall());
     expect(failure).toMatchObject({ case: 'failed', jobSubmitted: true, error: { code: 'job_failed' } });
     expect(fakes.expected).toEqual([
       {
-        hash: blob,
+        prompt: expect.objectContaining({ promptBlobHash: blob, promptIndex: 3 }),
         call: expect.objectContaining({ reservationId: 'res-1', keyId: 'key-1', payer: WALLET }),
       },
     ]);
     // FAILED would give the spend hold back while the job may still land and be paid.
     expect(fakes.kinds()).toEqual([]);
+    // Tracked before the signing; left tracked as an orphan (refunded once answered), its mark ended.
+    expect(fakes.steps).toEqual(['track 1', 'holdRun 1', 'signed', 'track 1 orphan', 'end 1']);
+  });
+
+  it('delegate path: the job is tracked under the call and marked run before its submission is signed; the run keeps that mark', async () => {
+    const fakes = new Fakes();
+    fakes.attempts = [{ outcome: committed('Hello') }];
+    const events = await run(fakes, fakes.delegateCall(false));
+    expect(events.at(-1)).toMatchObject({ case: 'completed', text: 'Hello' });
+    expect(fakes.steps).toEqual(['track 1', 'holdRun 1', 'signed', 'track 1 answered', 'end 1']);
+  });
+
+  it('delegate path: a job that cannot be recorded is not submitted, and a submission refused after its record is forgotten', async () => {
+    const unrecorded = new Fakes();
+    unrecorded.options.jobs.track = async () => {
+      throw new Error('store down');
+    };
+    const [failure] = await run(unrecorded, unrecorded.delegateCall());
+    expect(failure).toMatchObject({ case: 'failed', jobSubmitted: false, error: { code: 'job_failed' } });
+    expect(unrecorded.steps).toEqual([]);
+    expect(unrecorded.kinds()).toEqual(['FAILED']);
+
+    // Mined and reverted (its session changed under it): nothing landed, the record goes.
+    const reverted = new Fakes();
+    reverted.submitRefusals = [
+      new TransactionRevertedError(PRINCIPAL, 7, txHash(7), 7, {
+        name: 'SessionStateInvalid',
+        args: { sessionId: 1n, state: 3n },
+      } as never),
+    ];
+    const [revertFailure] = await run(reverted, reverted.delegateCall());
+    expect(revertFailure).toMatchObject({ case: 'failed', jobSubmitted: false });
+    expect(reverted.steps).toEqual(['track 1', 'holdRun 1', 'signed', 'forget 1', 'end 1']);
   });
 
   it("per-call path: a payment resent after its first call gave up (502) is given the job it settled, read with the first call's reply key", async () => {

@@ -115,7 +115,14 @@ describe('RunCompletion on the delegate path', () => {
     const sessions: string[] = [];
     for (let call = 0; call < 5; call++) {
       const events = await stack.complete(wallet.address, `sequential ${call}`);
-      sessions.push(completionOf(events)!.service!.sessionId);
+      const sessionId = completionOf(events)!.service!.sessionId;
+      sessions.push(sessionId);
+      // The call ends on the worker's signed final; its session is free again once its job is mined.
+      await waitUntil(
+        () => store.locks.holder(`sessions:busy:${sessionId}`),
+        (holder) => holder === null,
+        { what: `session ${sessionId} free again`, timeoutMs: 10_000 },
+      );
     }
     expect(new Set(sessions).size).toBe(1);
 

@@ -270,9 +270,8 @@ describe('a new session its worker never claims', () => {
 });
 
 describe('a submission something else overtakes before it is mined', () => {
-  const submitJobFor = new Interface(['function submitJobFor(address,uint256,uint256,uint256)']).getFunction(
-    'submitJobFor',
-  )!.selector;
+  // Submissions go out in JobRegistry's `batch` (docs/protocol.md, Batches).
+  const submitJobFor = new Interface(['function batch(bytes[])']).getFunction('batch')!.selector;
   const provider = () => devnet().provider;
   const submissionPending = () =>
     waitUntil(
@@ -306,7 +305,12 @@ describe('a submission something else overtakes before it is mined', () => {
     const wallet = await stack.payingWallet();
     const sessionId = await pooledSession(wallet.address);
     const pool = sessionPoolGroup(stack.signer, modelIdOf(MODEL.name));
-    expect((await memory.presence.list(pool)).map((entry) => entry.member)).toContain(sessionId.toString());
+    // Back in the pool once its job is mined, which the call's end (on the signed final) does not wait for.
+    await waitUntil(
+      async () => (await memory.presence.list(pool)).map((entry) => entry.member),
+      (members) => members.includes(sessionId.toString()),
+      { what: 'the session back in the pool', timeoutMs: 10_000 },
+    );
     const before = await stack.chain.prepaidBalanceOf(wallet.address);
 
     await provider().send('evm_setAutomine', [false]);

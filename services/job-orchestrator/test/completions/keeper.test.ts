@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { JobState, SessionState } from '@svc/chain';
+import { jobRegistryInterface } from '@svc/contracts';
 import { MemoryStore } from '@svc/platform';
 import { JobLifecycleKind } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
 import { sampleValue, scrape, useDevnet, waitUntil } from '@svc/testkit';
@@ -83,6 +84,54 @@ describe('the job keeper', () => {
     const closed = { action: 'close_session', outcome: 'done' };
     expect(await metric('svc_job_orchestrator_keeper_actions_total', closed)).toBeGreaterThanOrEqual(1);
   }, 30_000);
+
+  it('knows every job before its submission is signed: a call that cannot record its job sends nothing and frees its hold', async () => {
+    const wallet = await stack.payingWallet();
+    const before = await stack.chain.delegatePosition(wallet.address, stack.signer);
+    const blockBefore = await devnet().provider.getBlockNumber();
+    // The store refuses the call's tracking of its job once (it went down, or the replica is dying).
+    const presence = store.presence;
+    const announce = presence.announce.bind(presence);
+    let trackingRefused = false;
+    presence.announce = async (group, member, value, ttlMs) => {
+      if (group === 'jobs:tracked' && !trackingRefused) {
+        trackingRefused = true;
+        throw new Error('the store is unreachable');
+      }
+      return announce(group, member, value, ttlMs);
+    };
+    const events = [];
+    try {
+      const request = completionRequest(wallet.address, 'never recorded', 'reservation-unrecorded');
+      for await (const response of stack.client.runCompletion(request)) events.push(response.event);
+    } finally {
+      presence.announce = announce;
+    }
+    expect(trackingRefused).toBe(true);
+    expect(events.at(-1)).toMatchObject({ case: 'failed', value: { jobSubmitted: false } });
+    // Nothing was signed for it: no job of the wallet on chain, nothing taken, the hold freed (FAILED).
+    const submittedForWallet = (
+      await devnet().provider.getLogs({
+        address: devnet().deployment.jobRegistryAddress,
+        fromBlock: blockBefore,
+        topics: [jobRegistryInterface.getEvent('JobSubmitted')!.topicHash],
+      })
+    )
+      .map((log) => jobRegistryInterface.parseLog(log)!)
+      .filter((log) => String(log.args.payer).toLowerCase() === wallet.address.toLowerCase());
+    expect(submittedForWallet).toEqual([]);
+    expect(await stack.chain.delegatePosition(wallet.address, stack.signer)).toEqual(before);
+    await waitUntil(
+      async () =>
+        stack.events
+          .filter((event) => event.reservationId === 'reservation-unrecorded')
+          .map((event) => event.kind),
+      (kinds) => kinds.includes(JobLifecycleKind.FAILED) && !kinds.includes(JobLifecycleKind.SUBMITTED),
+      { what: 'the FAILED event that frees the hold', timeoutMs: 5_000 },
+    );
+    // The next call records its job and is answered.
+    expect(completionOf(await stack.complete(wallet.address, 'recorded'))?.service?.jobId).toBeDefined();
+  }, 60_000);
 
   it('drives a job whose call is gone to its end: the stalled job fails at its deadline and is refunded', async () => {
     const wallet = await stack.payingWallet();

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { Interface, type Log } from 'ethers';
-import { JobState } from '@svc/chain';
+import { JobState, SessionState } from '@svc/chain';
 import { jobRegistryAbi } from '@svc/contracts/abi';
 import { createLogger, MemoryStore } from '@svc/platform';
 import { JobLifecycleKind } from '@svc/proto/gen/svc/events/v1/job_lifecycle_event_pb';
@@ -8,6 +8,7 @@ import type { CallIdentity, LifecycleStep } from '../../src/events/lifecycle-eve
 import { JobKeeper } from '../../src/keeper/job-keeper.js';
 import { PendingSubmissions } from '../../src/keeper/pending-submissions.js';
 import { TrackedJobs } from '../../src/keeper/tracked-jobs.js';
+import { announceOpenSession, OPEN_SESSIONS_GROUP } from '../../src/sessions/session-records.js';
 import { JobOrchestratorMetrics } from '../../src/observability/job-orchestrator-metrics.js';
 
 // The job keeper's rounds with the chain faked (its logs, its jobs, its clock): what it adopts and what it
@@ -31,7 +32,7 @@ const call: CallIdentity = {
   model: 'm',
 };
 
-function jobSubmittedLog(jobId: bigint, promptBlobHash: string): Log {
+function jobSubmittedLog(jobId: bigint, promptBlobHash: string, promptIndex = 0): Log {
   const { data, topics } = registry.encodeEventLog('JobSubmitted', [
     jobId,
     3n,
@@ -39,6 +40,7 @@ function jobSubmittedLog(jobId: bigint, promptBlobHash: string): Log {
     WORKER,
     5n,
     promptBlobHash,
+    promptIndex,
   ]);
   return {
     address: ADDRESSES.jobRegistry,
@@ -69,6 +71,13 @@ function keeperWith(options: { logs?: Log[]; job: { state: JobState; completedAt
     reads: {
       addresses: ADDRESSES,
       getJob: async () => ({ ...options.job, deadline: options.now + 100, fee: 5n }),
+      // Every session claimed long ago and idle since.
+      getSession: async () => ({
+        state: SessionState.Active,
+        owner: PAYER,
+        modelId: '0x01',
+        lastActivityAt: 0,
+      }),
       parameters: async () => ({ disputeWindowSeconds: DISPUTE_WINDOW }),
     },
     now: async () => options.now,
@@ -76,6 +85,7 @@ function keeperWith(options: { logs?: Log[]; job: { state: JobState; completedAt
     releaseJobs: async () => void sent.push('releaseJobs'),
     timeoutJob: async () => void sent.push('timeoutJob'),
     refundJob: async () => void sent.push('refundJob'),
+    closeSession: async (sessionId: bigint) => void sent.push(`closeSession ${sessionId}`),
   };
   const jobs = new TrackedJobs(store);
   const pending = new PendingSubmissions(store);
@@ -105,11 +115,12 @@ function keeperWith(options: { logs?: Log[]; job: { state: JobState; completedAt
 describe('the job keeper (fakes)', () => {
   it('adopts a submission whose call never heard it land, under the call, so its spend hold is settled', async () => {
     const { store, keeper, jobs, pending, published } = keeperWith({
-      logs: [jobSubmittedLog(7n, BLOB)],
+      // The blob holds two prompts; the call expected the second.
+      logs: [jobSubmittedLog(6n, BLOB, 0), jobSubmittedLog(7n, BLOB, 1)],
       job: { state: JobState.Submitted, completedAt: 0 },
       now: 1_000,
     });
-    await pending.expect(BLOB, call);
+    await pending.expect({ promptBlobHash: BLOB, promptIndex: 1 }, call);
     await keeper.round();
     // Its call ended job_failed: an answer to it reaches nobody, so it is refunded once answered.
     expect((await jobs.list()).map((job) => [job.jobId, job.call.reservationId, job.undelivered])).toEqual([
@@ -123,7 +134,7 @@ describe('the job keeper (fakes)', () => {
       },
     ]);
     // Taken once: the same blob again adopts nothing.
-    expect(await pending.take(BLOB)).toBeUndefined();
+    expect(await pending.take({ promptBlobHash: BLOB, promptIndex: 1 })).toBeUndefined();
     await store.close();
   });
 
@@ -169,6 +180,21 @@ describe('the job keeper (fakes)', () => {
     expect(sent).toEqual([]);
     // Still tracked: released (and its events published) after the dispute window as before.
     expect((await jobs.list()).map((job) => job.jobId)).toEqual([9n]);
+    await store.close();
+  });
+
+  it('closes idle sessions, but not one just recovered from the chain while it is held back', async () => {
+    const { store, keeper, sent } = keeperWith({
+      job: { state: JobState.None, completedAt: 0 },
+      now: 10_000,
+    });
+    const record = { owner: PAYER, modelId: '0x01', worker: WORKER };
+    await announceOpenSession(store, 1n, record);
+    await announceOpenSession(store, 2n, { ...record, heldBackUntilMs: Date.now() + 60_000 });
+    await announceOpenSession(store, 3n, { ...record, heldBackUntilMs: Date.now() - 1 });
+    await keeper.round();
+    expect(sent.sort()).toEqual(['closeSession 1', 'closeSession 3']);
+    expect((await store.presence.list(OPEN_SESSIONS_GROUP)).map((entry) => entry.member)).toEqual(['2']);
     await store.close();
   });
 

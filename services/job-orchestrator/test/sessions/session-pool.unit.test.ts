@@ -5,6 +5,7 @@ import type { LiveWorker } from '../../src/link/worker-presence.js';
 import { SessionOpenBudget, type SessionOpenSettings } from '../../src/sessions/session-open-budget.js';
 import { SessionPool, type SessionPoolOptions } from '../../src/sessions/session-pool.js';
 import {
+  announceOpenSession,
   parseOpenSession,
   poolSession,
   OPEN_SESSIONS_GROUP,
@@ -40,7 +41,11 @@ class FakeChain {
   readonly opened: { sessionId: bigint; worker: string }[] = [];
   readonly closed: bigint[] = [];
   readonly states = new Map<bigint, SessionState>();
-  #next = 1n;
+  #next: bigint;
+
+  constructor(firstSessionId = 1n) {
+    this.#next = firstSessionId;
+  }
 
   async openSession(_owner: string, _modelId: string, workerAddress: string) {
     const sessionId = this.#next++;
@@ -83,11 +88,15 @@ const LOOSE_BUDGETS: SessionOpenSettings = {
 
 function poolWith(
   live: LiveWorker[],
-  { budget, ...overrides }: Partial<SessionPoolOptions> & { budget?: Partial<SessionOpenSettings> } = {},
+  {
+    budget,
+    firstSessionId,
+    ...overrides
+  }: Partial<SessionPoolOptions> & { budget?: Partial<SessionOpenSettings>; firstSessionId?: bigint } = {},
   shared?: MemoryStore,
 ) {
   const store = shared ?? new MemoryStore();
-  const chain = new FakeChain();
+  const chain = new FakeChain(firstSessionId);
   const hints: { worker: string; sessionId: string }[] = [];
   const pool = new SessionPool({
     store,
@@ -209,6 +218,24 @@ describe('the session pool (fakes)', () => {
     expect(chain.closed).toEqual([own.session.sessionId]);
   });
 
+  it('does not give a session its own replica still holds to a second call when the store lost its lock', async () => {
+    const { pool, store, chain } = poolWith([worker('0x00000000000000000000000000000000000000b1')]);
+    const first = await pool.acquire(request('call-1'));
+    await first.release();
+    const holding = await pool.acquire(request('call-2'));
+    expect(holding.session.sessionId).toBe(first.session.sessionId);
+    // Redis restarted empty: the lock is gone from the store while call-2 still runs its job in the session.
+    await store.locks.release(`sessions:busy:${holding.session.sessionId}`, 'call-2');
+    const next = await pool.acquire(request('call-3'));
+    expect(next.session.sessionId).not.toBe(holding.session.sessionId);
+    expect(chain.opened).toHaveLength(2);
+    // Once call-2 lets it go, it serves again.
+    await holding.release();
+    await next.release();
+    const again = await pool.acquire(request('call-4'));
+    expect([first.session.sessionId, next.session.sessionId]).toContain(again.session.sessionId);
+  });
+
   it('does not take a session retired between listing the pool and taking its lock', async () => {
     const live = [worker('0x00000000000000000000000000000000000000b1')];
     const store = new MemoryStore();
@@ -256,10 +283,13 @@ describe('the session pool (fakes)', () => {
       get: (target, property) =>
         property === 'locks'
           ? {
-              tryAcquire: (...args: Parameters<MemoryStore['locks']['tryAcquire']>) =>
-                target.locks.tryAcquire(...args),
               renew: async (...args: Parameters<MemoryStore['locks']['renew']>) =>
                 replicaAlive && target.locks.renew(...args),
+              // A renewal takes a lost lock again: never from a dead replica.
+              tryAcquire: async (...args: Parameters<MemoryStore['locks']['tryAcquire']>) =>
+                replicaAlive
+                  ? target.locks.tryAcquire(...args)
+                  : { acquired: false, holderId: '', retryAfterMs: 1 },
               release: (...args: Parameters<MemoryStore['locks']['release']>) =>
                 target.locks.release(...args),
               holder: (key: string) => target.locks.holder(key),
@@ -346,6 +376,84 @@ describe('the session pool (fakes)', () => {
     expect(asked).toBe(1);
     expect(lease.session.sessionId).toBe(5n);
     expect(setup.chain.opened).toHaveLength(0);
+  });
+
+  it("after a store loss, keeps another replica's call out of a recovered session a live call still holds", async () => {
+    // Two replicas on one store; a call of the first holds session 1 (its job unmined) when the store loses
+    // every key. The second recovers the session from the chain (held back for two renewals), and the
+    // first call's renewal takes its lock again meanwhile: the second replica opens a session of its own.
+    const store = new MemoryStore();
+    const address = '0x00000000000000000000000000000000000000b1';
+    const live = [worker(address, { heldSessions: ['1'] })];
+    const holding = poolWith(live, { holdTtlMs: 150 }, store);
+    const call = await holding.pool.acquire(request('call-holding'));
+    const busy = `sessions:busy:${call.session.sessionId}`;
+    let recoveries = 0;
+    const other = poolWith(
+      live,
+      {
+        holdTtlMs: 150,
+        firstSessionId: 100n,
+        recovery: {
+          ensure: async () => {
+            recoveries += 1;
+            await poolSession(
+              store,
+              { ...call.session, recovered: true, heldBackUntilMs: Date.now() + 100 },
+              60_000,
+            );
+            return true;
+          },
+        },
+      },
+      store,
+    );
+    await store.locks.release(busy, 'call-holding');
+    const next = await other.pool.acquire(request('call-next'));
+    expect(recoveries).toBe(1);
+    expect(next.session.sessionId).not.toBe(call.session.sessionId);
+    expect(other.chain.opened).toHaveLength(1);
+    expect(await store.locks.holder(busy)).toBe('call-holding');
+    await call.release();
+    await next.release();
+  });
+
+  it('waits for a recovered session held back rather than opening one, and takes it once nobody holds it', async () => {
+    const address = '0x00000000000000000000000000000000000000b1';
+    const { pool, store, chain } = poolWith([worker(address, { heldSessions: ['8'] })]);
+    const recovered = { sessionId: 8n, owner: OWNER, model: MODEL, modelId: MODEL_ID, worker: address };
+    const heldBackUntilMs = Date.now() + 200;
+    await poolSession(
+      store,
+      { ...recovered, publicKey: new Uint8Array(65), recovered: true, heldBackUntilMs },
+      60_000,
+    );
+    const lease = await pool.acquire(request('call-1'));
+    expect(Date.now()).toBeGreaterThanOrEqual(heldBackUntilMs);
+    expect(lease.session.sessionId).toBe(8n);
+    expect(chain.opened).toHaveLength(0);
+  });
+
+  it('never closes a recovered session held back to make room on a full worker', async () => {
+    const address = '0x00000000000000000000000000000000000000b1';
+    const live = [worker(address, { freeSessionSlots: 0, heldSessions: ['8'] })];
+    const { pool, store, chain } = poolWith(live);
+    const other = '0x00000000000000000000000000000000000000a2';
+    const recovered = { sessionId: 8n, owner: other, model: MODEL, modelId: MODEL_ID, worker: address };
+    const heldBackUntilMs = Date.now() + 60_000;
+    await announceOpenSession(store, 8n, {
+      owner: other,
+      modelId: MODEL_ID,
+      worker: address,
+      heldBackUntilMs,
+    });
+    await poolSession(
+      store,
+      { ...recovered, publicKey: new Uint8Array(65), recovered: true, heldBackUntilMs },
+      60_000,
+    );
+    expect(await codeOf(pool.acquire(request('call-1')))).toBe('no_worker_available');
+    expect(chain.closed).toEqual([]);
   });
 
   it('makes room on a full worker by closing the idle session used longest ago', async () => {

@@ -91,6 +91,8 @@ export class ChainSide {
       sessionId,
       await registry.nextJobId(sessionId),
       MODEL.feeWei,
+      0,
+      0,
     );
     const receipt = await (await sendWithBlobs(this.#owner, request, [encodeBlob(wire)])).wait();
     const submitted = receipt!.logs

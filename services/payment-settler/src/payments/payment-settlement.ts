@@ -237,6 +237,8 @@ export class PaymentSettlement {
       jobId,
       debitAuthorizationOf(held.authorization),
       held.signature,
+      0, // the transaction's one blob
+      0, // holds this prompt alone
     ]);
   }
 

@@ -51,7 +51,7 @@ export function connectWorkerChain(options: WorkerChainOptions): WorkerChain {
   });
   return {
     chain,
-    transactions: new WorkerTransactions(sender, chain),
+    transactions: new WorkerTransactions(sender, chain, wallet.address),
     address: wallet.address,
     wallet,
     close: () => nonceStore.close(),

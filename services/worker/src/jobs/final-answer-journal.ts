@@ -20,10 +20,12 @@ export interface SignedFinalAnswer {
   readonly committed: boolean;
   readonly acknowledged: boolean;
   /**
-   * For an answer made before its job was mined (a pending job): the prompt blob's versioned hash it
-   * answers. It is committed only for a job on chain with this very blob, never for a replacement.
+   * For an answer made before its job was mined (a pending job): the prompt blob's versioned hash and the
+   * prompt's index in it that it answers. It is committed only for a job on chain with this very prompt,
+   * never for a replacement.
    */
   readonly promptBlobHash?: string;
+  readonly promptIndex?: number;
   /** Made before inclusion and the job not yet seen on chain. */
   readonly pending?: boolean;
 }
@@ -41,6 +43,7 @@ interface StoredFinalAnswer {
   committed: boolean;
   acknowledged: boolean;
   promptBlobHash?: string;
+  promptIndex?: number;
   pending?: boolean;
 }
 
@@ -130,6 +133,7 @@ function toStored(answer: SignedFinalAnswer): StoredFinalAnswer {
     committed: answer.committed,
     acknowledged: answer.acknowledged,
     ...(answer.promptBlobHash !== undefined ? { promptBlobHash: answer.promptBlobHash } : {}),
+    ...(answer.promptIndex !== undefined ? { promptIndex: answer.promptIndex } : {}),
     ...(answer.pending ? { pending: true } : {}),
   };
 }
@@ -147,6 +151,7 @@ function fromStored(stored: StoredFinalAnswer): SignedFinalAnswer {
     committed: stored.committed,
     acknowledged: stored.acknowledged,
     ...(stored.promptBlobHash !== undefined ? { promptBlobHash: stored.promptBlobHash } : {}),
+    ...(stored.promptIndex !== undefined ? { promptIndex: stored.promptIndex } : {}),
     ...(stored.pending ? { pending: true } : {}),
   };
 }

@@ -2,6 +2,7 @@ import {
   AnswerFrameKind,
   chainTimeNow,
   ContractRevertError,
+  TransactionRevertedError,
   JobState,
   encryptAnswerFrame,
   responseHashOf,
@@ -100,6 +101,7 @@ export class JobRunner {
   readonly #unconfirmed: UnconfirmedWork;
   /** Jobs started before inclusion: the chain's announcement of one joins it instead of starting again. */
   readonly #pending = new Map<bigint, Promise<JobOutcome>>();
+  /** The jobs of one batch share a blob: its commitment is checked once. */
   /**
    * Offers still being checked. The chain's announcement of such a job (with instant blocks it may come
    * while the offer's own reads are out) waits for the decision: it joins the run the offer starts, and only
@@ -166,6 +168,7 @@ export class JobRunner {
         getSession: (id) => chain.getSession(id),
         principalOf: (account) => chain.principalOf(account),
         isDelegateAuthorized: (user, delegate) => chain.isDelegateAuthorized(user, delegate),
+        commitsTo: (blob, commitment) => this.#options.prompts.commitsTo(blob, commitment),
       });
       checking.catch(() => undefined);
       const [onChain, answered] = await known;
@@ -174,12 +177,12 @@ export class JobRunner {
       checked = await checking;
       const keyPair = await vault.get(checked.sessionId);
       if (!keyPair) throw new JobRefusedError('no_session_key', 'this worker holds no key for the session');
-      prompt = prompts.open(offer.blob, checked.sessionId, checked.session, keyPair);
+      prompt = prompts.open(offer.blob, checked.promptIndex, checked.sessionId, checked.session, keyPair);
       await this.#takeUnconfirmed(checked.jobId, checked.sessionId);
     } catch (error) {
       if (error instanceof PendingJobRejectedError || error instanceof JobRefusedError) {
         this.#options.logger.warn(
-          { jobId: offer.jobId.toString(), reason: error.reason },
+          { jobId: offer.jobId.toString(), reason: error.reason, detail: error.message },
           'pending job refused',
         );
         return { accepted: false, reason: error.reason };
@@ -214,7 +217,7 @@ export class JobRunner {
   }
 
   async #runPending(
-    target: { jobId: bigint; sessionId: bigint; promptBlobHash: string },
+    target: { jobId: bigint; sessionId: bigint; promptBlobHash: string; promptIndex: number },
     prompt: Prompt,
     signal: AbortSignal,
   ): Promise<JobOutcome> {
@@ -291,7 +294,10 @@ export class JobRunner {
       await journal.remove(answer.jobId, answer.attempt);
       return 'not-ours';
     }
-    if (job.promptBlobHash.toLowerCase() !== answer.promptBlobHash?.toLowerCase()) {
+    if (
+      job.promptBlobHash.toLowerCase() !== answer.promptBlobHash?.toLowerCase() ||
+      job.promptIndex !== (answer.promptIndex ?? 0)
+    ) {
       // A replacement with another prompt landed under the same id: this answer is not its answer, and
       // a second final for the same attempt is never signed. The job is failed (so it can be reassigned).
       this.#options.logger.warn({ jobId: job.jobId.toString() }, 'pending job replaced by another blob');
@@ -417,8 +423,9 @@ export class JobRunner {
       try {
         await transactions.completeJob(answer.jobId, answer.commitHash);
       } catch (error) {
-        if (!(error instanceof ContractRevertError)) throw error;
-        // A restart between the commit being mined and the journal noting it lands here.
+        if (!(error instanceof ContractRevertError || error instanceof TransactionRevertedError)) throw error;
+        // A restart between the commit being mined and the journal noting it lands here, and so does a
+        // second commit of the same answer made while the first was on its way.
         const job = await chain.getJob(answer.jobId);
         if (!isOurCommitment(job, answer)) {
           await journal.remove(answer.jobId, answer.attempt);
@@ -468,6 +475,7 @@ export class JobRunner {
       /** Awaited only once the answer is made (a pending job's is read while it generates). */
       deadline: number | Promise<number>;
       promptBlobHash?: string;
+      promptIndex?: number;
       pending?: boolean;
     },
     prompt: Prompt,
@@ -516,6 +524,7 @@ export class JobRunner {
       committed: false,
       acknowledged: false,
       ...(target.promptBlobHash !== undefined ? { promptBlobHash: target.promptBlobHash } : {}),
+      ...(target.promptIndex !== undefined ? { promptIndex: target.promptIndex } : {}),
       ...(target.pending ? { pending: true } : {}),
     };
     // Durable before it leaves the process: after a crash it is re-sent and committed, not remade.

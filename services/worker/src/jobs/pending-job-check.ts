@@ -1,4 +1,4 @@
-import { SessionState, commitsTo, versionedHash, type Session } from '@svc/chain';
+import { SessionState, versionedHash, type Session } from '@svc/chain';
 import { jobRegistryInterface } from '@svc/contracts';
 import { Transaction } from 'ethers';
 
@@ -8,6 +8,7 @@ export interface PendingJobOffer {
   readonly sessionId: bigint;
   readonly attempt: number;
   readonly rawTransaction: Uint8Array;
+  /** The blob the submission names (one of the transaction's), holding the prompt among its payloads. */
   readonly blob: Uint8Array;
   /** Recomputed from the blob here: no proof comes with it (the service may still be computing it). */
   readonly commitment: Uint8Array;
@@ -46,6 +47,8 @@ export interface PendingJobChainView {
   getSession(sessionId: bigint): Promise<Session>;
   principalOf(account: string): Promise<string>;
   isDelegateAuthorized(user: string, delegate: string): Promise<boolean>;
+  /** Whether the blob is the one the commitment commits to (KZG, off the event loop). */
+  commitsTo(blob: Uint8Array, commitment: Uint8Array): Promise<boolean>;
 }
 
 /** A pending submission that passed every check possible without its block. */
@@ -57,20 +60,85 @@ export interface CheckedPendingJob {
   readonly txHash: string;
   readonly sender: string;
   readonly nonce: number;
-  /** The prompt blob's versioned hash: the job on chain must record exactly this one. */
+  /** The prompt blob's versioned hash and the prompt's place in it: the job on chain must record these. */
   readonly promptBlobHash: string;
+  readonly promptIndex: number;
 }
 
 const SUBMIT_JOB_FOR = jobRegistryInterface.getFunction('submitJobFor')!;
 const SUBMIT_JOB_WITH_DEBIT = jobRegistryInterface.getFunction('submitJobWithDebit')!;
+const BATCH = jobRegistryInterface.getFunction('batch')!;
+
+/** One submission call: its session, job id, payer (`submitJobFor` only) and where its prompt lies. */
+interface SubmissionCall {
+  readonly sessionId: bigint;
+  readonly jobId: bigint;
+  readonly payer?: string;
+  readonly blobIndex: number;
+  readonly promptIndex: number;
+}
+
+/** The submission a call makes, or undefined when the call is not a submission (or does not decode). */
+function submissionOf(data: string): SubmissionCall | undefined {
+  const selector = data.slice(0, 10).toLowerCase();
+  try {
+    if (selector === SUBMIT_JOB_FOR.selector) {
+      const args = jobRegistryInterface.decodeFunctionData(SUBMIT_JOB_FOR, data);
+      return {
+        payer: String(args[0]),
+        sessionId: BigInt(args[1] as bigint),
+        jobId: BigInt(args[2] as bigint),
+        blobIndex: Number(args[4]),
+        promptIndex: Number(args[5]),
+      };
+    }
+    if (selector === SUBMIT_JOB_WITH_DEBIT.selector) {
+      const args = jobRegistryInterface.decodeFunctionData(SUBMIT_JOB_WITH_DEBIT, data);
+      return {
+        sessionId: BigInt(args[0] as bigint),
+        jobId: BigInt(args[1] as bigint),
+        blobIndex: Number(args[4]),
+        promptIndex: Number(args[5]),
+      };
+    }
+  } catch {
+    return undefined;
+  }
+  return undefined;
+}
+
+/**
+ * The submission of `jobId` in a transaction's calldata: the call itself, or the one call of a `batch`
+ * that names the job (docs/protocol.md, Batches). Several calls naming it are refused: only one can land.
+ */
+function submissionNaming(data: string, jobId: bigint): SubmissionCall {
+  if (data.slice(0, 10).toLowerCase() !== BATCH.selector) {
+    const call = submissionOf(data);
+    if (!call)
+      throw new PendingJobRejectedError('not_a_submission', 'the transaction is not a job submission');
+    return call;
+  }
+  let calls: string[];
+  try {
+    calls = (jobRegistryInterface.decodeFunctionData(BATCH, data)[0] as string[]).map(String);
+  } catch {
+    throw new PendingJobRejectedError('not_a_submission', 'the batch calldata does not decode');
+  }
+  const naming = calls.map(submissionOf).filter((call) => call?.jobId === jobId);
+  if (naming.length !== 1) {
+    throw new PendingJobRejectedError('wrong_job_id', 'the batch does not submit this job exactly once');
+  }
+  return naming[0]!;
+}
 
 /**
  * Checks a pending submission without its block (docs/protocol.md, Starting before inclusion): the
  * signed transaction is a type-3 call on this chain's JobRegistry, `submitJobFor` or `submitJobWithDebit`
- * naming the offered session and job id; the session is an active one of this worker; its sender may
- * submit into it as JobRegistry decides ({@link maySubmit}); its only blob's versioned hash is that of the
- * sidecar's commitment; and that commitment is the blob's (recomputed here, off the event loop). The prompt
- * itself is opened by the caller ({@link PromptReader.open}). Everything failing is a
+ * (alone or as the one call of a `batch` naming the job) naming the offered session and job id; the session
+ * is an active one of this worker; its sender may submit into it as JobRegistry decides ({@link maySubmit});
+ * the blob the submission names has the versioned hash of the sidecar's commitment; and that commitment is
+ * the blob's (recomputed here, off the event loop). The prompt itself (the payload the submission names) is
+ * opened by the caller ({@link PromptReader.open}). Everything failing is a
  * {@link PendingJobRejectedError}, never a crash.
  */
 export async function checkPendingJob(
@@ -92,27 +160,7 @@ export async function checkPendingJob(
   if (!tx.to || tx.to.toLowerCase() !== view.jobRegistry.toLowerCase()) {
     throw new PendingJobRejectedError('wrong_contract', 'the transaction does not call JobRegistry');
   }
-  const selector = tx.data.slice(0, 10).toLowerCase();
-  let sessionId: bigint;
-  let jobId: bigint;
-  let payer: string | undefined;
-  try {
-    if (selector === SUBMIT_JOB_FOR.selector) {
-      const args = jobRegistryInterface.decodeFunctionData(SUBMIT_JOB_FOR, tx.data);
-      payer = String(args[0]);
-      sessionId = BigInt(args[1] as bigint);
-      jobId = BigInt(args[2] as bigint);
-    } else if (selector === SUBMIT_JOB_WITH_DEBIT.selector) {
-      const args = jobRegistryInterface.decodeFunctionData(SUBMIT_JOB_WITH_DEBIT, tx.data);
-      sessionId = BigInt(args[0] as bigint);
-      jobId = BigInt(args[1] as bigint);
-    } else {
-      throw new PendingJobRejectedError('not_a_submission', 'the transaction is not a job submission');
-    }
-  } catch (error) {
-    if (error instanceof PendingJobRejectedError) throw error;
-    throw new PendingJobRejectedError('not_a_submission', 'the submission calldata does not decode');
-  }
+  const { sessionId, jobId, payer, blobIndex, promptIndex } = submissionNaming(tx.data, offer.jobId);
   if (sessionId !== offer.sessionId) {
     throw new PendingJobRejectedError('wrong_session', 'the transaction names another session');
   }
@@ -133,10 +181,10 @@ export async function checkPendingJob(
   } catch {
     throw new PendingJobRejectedError('blob_mismatch', 'the KZG commitment is not 48 bytes');
   }
-  if (hashes.length !== 1 || hashes[0]!.toLowerCase() !== promptBlobHash) {
-    throw new PendingJobRejectedError('blob_mismatch', 'the commitment is not the transaction’s blob');
+  if (hashes[blobIndex]?.toLowerCase() !== promptBlobHash) {
+    throw new PendingJobRejectedError('blob_mismatch', 'the commitment is not the blob the submission names');
   }
-  if (!(await commitsTo(offer.blob, offer.commitment))) {
+  if (!(await view.commitsTo(offer.blob, offer.commitment))) {
     throw new PendingJobRejectedError('blob_mismatch', 'the blob is not the one the commitment commits to');
   }
   const [session, senderPrincipal] = await reads;
@@ -155,6 +203,7 @@ export async function checkPendingJob(
     sender: tx.from,
     nonce: tx.nonce,
     promptBlobHash,
+    promptIndex,
   };
 }
 

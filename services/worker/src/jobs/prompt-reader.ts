@@ -10,6 +10,7 @@ import {
 } from '@svc/chain';
 import { modelIdOf } from '@svc/contracts';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { BlobCommitments } from './blob-commitments.js';
 import { JobRefusedError } from './job-refusal.js';
 
 export interface PromptReaderOptions {
@@ -21,6 +22,8 @@ export interface PromptReaderOptions {
   /** Tries for a blob the source does not hold yet (a beacon node lags the execution block). */
   readonly blobFetchAttempts?: number;
   readonly blobRetryDelayMs?: number;
+  /** The blobs checked against their commitments (a test counts the computations). */
+  readonly blobCommitments?: BlobCommitments;
 }
 
 /**
@@ -30,21 +33,40 @@ export interface PromptReaderOptions {
  */
 export class PromptReader {
   readonly #options: PromptReaderOptions;
+  readonly #blobs: BlobCommitments;
 
   constructor(options: PromptReaderOptions) {
     this.#options = options;
+    this.#blobs = options.blobCommitments ?? new BlobCommitments();
+  }
+
+  /**
+   * Whether `blob` is the one `commitment` commits to (a pending job's sidecar), each blob computed once;
+   * a blob that matches is remembered, so reading a job of it from the chain later fetches nothing.
+   */
+  commitsTo(blob: Uint8Array, commitment: Uint8Array): Promise<boolean> {
+    return this.#blobs.commitsTo(blob, commitment);
   }
 
   async read(job: Job, session: Session, keyPair: SessionKeyPair, blockNumber: number): Promise<Prompt> {
     const blob = await this.#fetch(job.promptBlobHash, blockNumber);
-    return this.open(blob, job.sessionId, session, keyPair);
+    return this.open(blob, job.promptIndex, job.sessionId, session, keyPair);
   }
 
-  /** From a blob already in hand (a pending job's sidecar) to the conversation; refuses as {@link read}. */
-  open(blob: Uint8Array, sessionId: bigint, session: Session, keyPair: SessionKeyPair): Prompt {
+  /**
+   * From a blob already in hand (a pending job's sidecar) to the conversation, its prompt being payload
+   * `promptIndex` of the blob; refuses as {@link read}.
+   */
+  open(
+    blob: Uint8Array,
+    promptIndex: number,
+    sessionId: bigint,
+    session: Session,
+    keyPair: SessionKeyPair,
+  ): Prompt {
     let wire: Uint8Array;
     try {
-      wire = decodeBlob(blob);
+      wire = decodeBlob(blob, promptIndex);
     } catch (error) {
       throw new JobRefusedError('malformed_blob', 'the prompt blob is not a framed payload', {
         cause: error,
@@ -72,6 +94,8 @@ export class PromptReader {
   }
 
   async #fetch(versionedHash: string, blockNumber: number): Promise<Uint8Array> {
+    const known = this.#blobs.verified(versionedHash);
+    if (known) return known;
     const attempts = this.#options.blobFetchAttempts ?? 3;
     for (let attempt = 1; ; attempt += 1) {
       try {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { blobSidecarOf, SessionState, type Session } from '@svc/chain';
+import { blobSidecarOf, commitsTo, SessionState, type Session } from '@svc/chain';
 import { jobRegistryInterface } from '@svc/contracts';
 import { Transaction, Wallet } from 'ethers';
 import {
@@ -50,11 +50,19 @@ function view(
           authorizing.address.toLowerCase() === user.toLowerCase() &&
           authorized.address.toLowerCase() === delegate.toLowerCase(),
       ),
+    commitsTo,
   };
 }
 
 const submitJobFor = (payerAddress: string) =>
-  jobRegistryInterface.encodeFunctionData('submitJobFor', [payerAddress, SESSION_ID, JOB_ID, 10n ** 15n]);
+  jobRegistryInterface.encodeFunctionData('submitJobFor', [
+    payerAddress,
+    SESSION_ID,
+    JOB_ID,
+    10n ** 15n,
+    0,
+    0,
+  ]);
 
 /** A settlement's calldata; the authorization's contents are the contract's to check, not the worker's. */
 const submitJobWithDebit = () =>
@@ -70,6 +78,8 @@ const submitJobWithDebit = () =>
       nonce: `0x${'11'.repeat(32)}`,
     },
     `0x${'22'.repeat(65)}`,
+    0,
+    0,
   ]);
 
 const sidecar = blobSidecarOf(new TextEncoder().encode('a sealed prompt'));
@@ -80,6 +90,7 @@ async function offer(
     data?: string;
     to?: string;
     blobHash?: string;
+    blobHashes?: string[];
     jobId?: bigint;
   } = {},
 ): Promise<PendingJobOffer> {
@@ -91,12 +102,19 @@ async function offer(
     to: options.to ?? REGISTRY,
     data:
       options.data ??
-      jobRegistryInterface.encodeFunctionData('submitJobFor', [owner.address, SESSION_ID, jobId, 10n ** 15n]),
+      jobRegistryInterface.encodeFunctionData('submitJobFor', [
+        owner.address,
+        SESSION_ID,
+        jobId,
+        10n ** 15n,
+        0,
+        0,
+      ]),
     maxFeePerGas: 10n ** 9n,
     maxPriorityFeePerGas: 10n ** 9n,
     maxFeePerBlobGas: 10n ** 9n,
     gasLimit: 300_000n,
-    blobVersionedHashes: [options.blobHash ?? sidecar.versionedHash],
+    blobVersionedHashes: options.blobHashes ?? [options.blobHash ?? sidecar.versionedHash],
   });
   const signed = await (options.signer ?? owner).signTransaction(tx);
   return {
@@ -228,6 +246,8 @@ describe('checkPendingJob', () => {
       SESSION_ID + 1n,
       JOB_ID,
       1n,
+      0,
+      0,
     ]);
     expect(await rejection(checkPendingJob(await offer({ data: otherSession }), view()))).toBe(
       'wrong_session',
@@ -236,6 +256,50 @@ describe('checkPendingJob', () => {
     expect(await rejection(checkPendingJob(await offer({ data: failJob }), view()))).toBe('not_a_submission');
     const garbage = { ...(await offer()), rawTransaction: new Uint8Array([3, 1, 2]) };
     expect(await rejection(checkPendingJob(garbage, view()))).toBe('malformed_transaction');
+  });
+});
+
+describe('checkPendingJob, a batch of submissions (docs/protocol.md, Batches)', () => {
+  const submission = (jobId: bigint, blobIndex: number, promptIndex: number, sessionId = SESSION_ID) =>
+    jobRegistryInterface.encodeFunctionData('submitJobFor', [
+      owner.address,
+      sessionId,
+      jobId,
+      10n ** 15n,
+      blobIndex,
+      promptIndex,
+    ]);
+  const batch = (...calls: string[]) => jobRegistryInterface.encodeFunctionData('batch', [calls]);
+  const otherBlob = `0x01${'ab'.repeat(31)}`;
+  const otherJob = ((SESSION_ID + 1n) << 32n) | 1n;
+
+  it('takes the one call of the batch that submits the offered job, and the blob and payload it names', async () => {
+    const data = batch(submission(otherJob, 0, 0, SESSION_ID + 1n), submission(JOB_ID, 1, 2));
+    const checked = await checkPendingJob(
+      await offer({ data, blobHashes: [otherBlob, sidecar.versionedHash] }),
+      view(),
+    );
+    expect(checked).toMatchObject({ jobId: JOB_ID, promptBlobHash: sidecar.versionedHash, promptIndex: 2 });
+  });
+
+  it('refuses a batch that does not submit the job exactly once, or whose named blob is not the one handed over', async () => {
+    const blobs = { blobHashes: [otherBlob, sidecar.versionedHash] };
+    const without = batch(submission(otherJob, 0, 0, SESSION_ID + 1n));
+    expect(await rejection(checkPendingJob(await offer({ data: without, ...blobs }), view()))).toBe(
+      'wrong_job_id',
+    );
+    const twice = batch(submission(JOB_ID, 1, 0), submission(JOB_ID, 1, 1));
+    expect(await rejection(checkPendingJob(await offer({ data: twice, ...blobs }), view()))).toBe(
+      'wrong_job_id',
+    );
+    const otherBlobNamed = batch(submission(JOB_ID, 0, 0));
+    expect(await rejection(checkPendingJob(await offer({ data: otherBlobNamed, ...blobs }), view()))).toBe(
+      'blob_mismatch',
+    );
+    const pastTheBlobs = batch(submission(JOB_ID, 2, 0));
+    expect(await rejection(checkPendingJob(await offer({ data: pastTheBlobs, ...blobs }), view()))).toBe(
+      'blob_mismatch',
+    );
   });
 });
 

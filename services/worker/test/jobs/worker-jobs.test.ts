@@ -118,7 +118,8 @@ describe('serving jobs on chain', () => {
     const reasons = primary.channel.errors.filter((error) =>
       [random.jobId, zeros.jobId].includes(error.jobId),
     );
-    expect(reasons.map((error) => error.reason).sort()).toEqual(['malformed_blob', 'undecryptable_prompt']);
+    // An all-zero blob frames no payload at all (docs/protocol.md, Blob format).
+    expect(reasons.map((error) => error.reason)).toEqual(['malformed_blob', 'malformed_blob']);
   });
 
   it("refuses a prompt for a model that is not its session's", async () => {

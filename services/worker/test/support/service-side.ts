@@ -117,6 +117,8 @@ export class ServiceSide {
       sessionId,
       await registry.nextJobId(sessionId),
       fee,
+      0,
+      0,
     );
     const receipt = await (await sendWithBlobs(this.#owner, request, data)).wait();
     const log = receipt!.logs
@@ -153,6 +155,8 @@ export class ServiceSide {
       sessionId,
       jobId,
       fee,
+      0,
+      0,
     );
     const provider = this.#owner.provider!;
     const nonce = options.nonce ?? (await provider.getTransactionCount(this.#owner.address, 'pending'));

@@ -67,6 +67,7 @@ export type JobStruct = {
   sessionId: BigNumberish;
   fee: BigNumberish;
   promptBlobHash: BytesLike;
+  promptIndex: BigNumberish;
   responseHash: BytesLike;
 };
 
@@ -83,6 +84,7 @@ export type JobStructOutput = [
   sessionId: bigint,
   fee: bigint,
   promptBlobHash: string,
+  promptIndex: bigint,
   responseHash: string,
 ] & {
   payer: string;
@@ -97,6 +99,7 @@ export type JobStructOutput = [
   sessionId: bigint;
   fee: bigint;
   promptBlobHash: string;
+  promptIndex: bigint;
   responseHash: string;
 };
 
@@ -160,6 +163,7 @@ export interface JobRegistryInterface extends Interface {
       | 'FINAL_ANSWER_TYPEHASH'
       | 'SPEND_CUT_DELAY'
       | 'acceptOperator'
+      | 'batch'
       | 'claimSession'
       | 'closeSession'
       | 'completeJob'
@@ -218,6 +222,7 @@ export interface JobRegistryInterface extends Interface {
 
   getEvent(
     nameOrSignatureOrTopic:
+      | 'BatchCallFailed'
       | 'DebitSettled'
       | 'DelegateAllowanceSet'
       | 'DelegateAuthorizationSet'
@@ -250,6 +255,7 @@ export interface JobRegistryInterface extends Interface {
   encodeFunctionData(functionFragment: 'FINAL_ANSWER_TYPEHASH', values?: undefined): string;
   encodeFunctionData(functionFragment: 'SPEND_CUT_DELAY', values?: undefined): string;
   encodeFunctionData(functionFragment: 'acceptOperator', values: [AddressLike]): string;
+  encodeFunctionData(functionFragment: 'batch', values: [BytesLike[]]): string;
   encodeFunctionData(functionFragment: 'claimSession', values: [BigNumberish, BytesLike]): string;
   encodeFunctionData(functionFragment: 'closeSession', values: [BigNumberish]): string;
   encodeFunctionData(functionFragment: 'completeJob', values: [BigNumberish, BytesLike]): string;
@@ -284,7 +290,10 @@ export interface JobRegistryInterface extends Interface {
   encodeFunctionData(functionFragment: 'prepaidBalanceOf', values: [AddressLike]): string;
   encodeFunctionData(functionFragment: 'principalOf', values: [AddressLike]): string;
   encodeFunctionData(functionFragment: 'protocolFees', values?: undefined): string;
-  encodeFunctionData(functionFragment: 'reassignJob', values: [BigNumberish, BigNumberish]): string;
+  encodeFunctionData(
+    functionFragment: 'reassignJob',
+    values: [BigNumberish, BigNumberish, BigNumberish, BigNumberish],
+  ): string;
   encodeFunctionData(functionFragment: 'refundJob', values: [BigNumberish]): string;
   encodeFunctionData(functionFragment: 'refundUndelivered', values: [BigNumberish]): string;
   encodeFunctionData(functionFragment: 'releaseJob', values: [BigNumberish]): string;
@@ -298,11 +307,11 @@ export interface JobRegistryInterface extends Interface {
   encodeFunctionData(functionFragment: 'setParameters', values: [ParametersStruct]): string;
   encodeFunctionData(
     functionFragment: 'submitJobFor',
-    values: [AddressLike, BigNumberish, BigNumberish, BigNumberish],
+    values: [AddressLike, BigNumberish, BigNumberish, BigNumberish, BigNumberish, BigNumberish],
   ): string;
   encodeFunctionData(
     functionFragment: 'submitJobWithDebit',
-    values: [BigNumberish, BigNumberish, DebitAuthorizationStruct, BytesLike],
+    values: [BigNumberish, BigNumberish, DebitAuthorizationStruct, BytesLike, BigNumberish, BigNumberish],
   ): string;
   encodeFunctionData(functionFragment: 'timeoutJob', values: [BigNumberish]): string;
   encodeFunctionData(functionFragment: 'transferOwnership', values: [AddressLike]): string;
@@ -318,6 +327,7 @@ export interface JobRegistryInterface extends Interface {
   decodeFunctionResult(functionFragment: 'FINAL_ANSWER_TYPEHASH', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'SPEND_CUT_DELAY', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'acceptOperator', data: BytesLike): Result;
+  decodeFunctionResult(functionFragment: 'batch', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'claimSession', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'closeSession', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'completeJob', data: BytesLike): Result;
@@ -372,6 +382,19 @@ export interface JobRegistryInterface extends Interface {
   decodeFunctionResult(functionFragment: 'withdrawalRequestOf', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'workerRegistry', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'worstCaseLiability', data: BytesLike): Result;
+}
+
+export namespace BatchCallFailedEvent {
+  export type InputTuple = [index: BigNumberish, reason: BytesLike];
+  export type OutputTuple = [index: bigint, reason: string];
+  export interface OutputObject {
+    index: bigint;
+    reason: string;
+  }
+  export type Event = TypedContractEvent<InputTuple, OutputTuple, OutputObject>;
+  export type Filter = TypedDeferredTopicFilter<Event>;
+  export type Log = TypedEventLog<Event>;
+  export type LogDescription = TypedLogDescription<Event>;
 }
 
 export namespace DebitSettledEvent {
@@ -501,13 +524,21 @@ export namespace JobReassignedEvent {
     newSessionId: BigNumberish,
     worker: AddressLike,
     promptBlobHash: BytesLike,
+    promptIndex: BigNumberish,
   ];
-  export type OutputTuple = [jobId: bigint, newSessionId: bigint, worker: string, promptBlobHash: string];
+  export type OutputTuple = [
+    jobId: bigint,
+    newSessionId: bigint,
+    worker: string,
+    promptBlobHash: string,
+    promptIndex: bigint,
+  ];
   export interface OutputObject {
     jobId: bigint;
     newSessionId: bigint;
     worker: string;
     promptBlobHash: string;
+    promptIndex: bigint;
   }
   export type Event = TypedContractEvent<InputTuple, OutputTuple, OutputObject>;
   export type Filter = TypedDeferredTopicFilter<Event>;
@@ -550,6 +581,7 @@ export namespace JobSubmittedEvent {
     worker: AddressLike,
     fee: BigNumberish,
     promptBlobHash: BytesLike,
+    promptIndex: BigNumberish,
   ];
   export type OutputTuple = [
     jobId: bigint,
@@ -558,6 +590,7 @@ export namespace JobSubmittedEvent {
     worker: string,
     fee: bigint,
     promptBlobHash: string,
+    promptIndex: bigint,
   ];
   export interface OutputObject {
     jobId: bigint;
@@ -566,6 +599,7 @@ export namespace JobSubmittedEvent {
     worker: string;
     fee: bigint;
     promptBlobHash: string;
+    promptIndex: bigint;
   }
   export type Event = TypedContractEvent<InputTuple, OutputTuple, OutputObject>;
   export type Filter = TypedDeferredTopicFilter<Event>;
@@ -799,6 +833,8 @@ export interface JobRegistry extends BaseContract {
 
   acceptOperator: TypedContractMethod<[principal: AddressLike], [void], 'nonpayable'>;
 
+  batch: TypedContractMethod<[calls: BytesLike[]], [boolean[]], 'nonpayable'>;
+
   claimSession: TypedContractMethod<
     [sessionId: BigNumberish, sessionPublicKey: BytesLike],
     [void],
@@ -891,7 +927,11 @@ export interface JobRegistry extends BaseContract {
 
   protocolFees: TypedContractMethod<[], [bigint], 'view'>;
 
-  reassignJob: TypedContractMethod<[jobId: BigNumberish, newSessionId: BigNumberish], [void], 'nonpayable'>;
+  reassignJob: TypedContractMethod<
+    [jobId: BigNumberish, newSessionId: BigNumberish, blobIndex: BigNumberish, promptIndex: BigNumberish],
+    [void],
+    'nonpayable'
+  >;
 
   refundJob: TypedContractMethod<[jobId: BigNumberish], [void], 'nonpayable'>;
 
@@ -924,13 +964,27 @@ export interface JobRegistry extends BaseContract {
   setParameters: TypedContractMethod<[parameters_: ParametersStruct], [void], 'nonpayable'>;
 
   submitJobFor: TypedContractMethod<
-    [payer: AddressLike, sessionId: BigNumberish, jobId: BigNumberish, maxFee: BigNumberish],
+    [
+      payer: AddressLike,
+      sessionId: BigNumberish,
+      jobId: BigNumberish,
+      maxFee: BigNumberish,
+      blobIndex: BigNumberish,
+      promptIndex: BigNumberish,
+    ],
     [bigint],
     'nonpayable'
   >;
 
   submitJobWithDebit: TypedContractMethod<
-    [sessionId: BigNumberish, jobId: BigNumberish, auth: DebitAuthorizationStruct, signature: BytesLike],
+    [
+      sessionId: BigNumberish,
+      jobId: BigNumberish,
+      auth: DebitAuthorizationStruct,
+      signature: BytesLike,
+      blobIndex: BigNumberish,
+      promptIndex: BigNumberish,
+    ],
     [bigint],
     'nonpayable'
   >;
@@ -965,6 +1019,7 @@ export interface JobRegistry extends BaseContract {
   getFunction(
     nameOrSignature: 'acceptOperator',
   ): TypedContractMethod<[principal: AddressLike], [void], 'nonpayable'>;
+  getFunction(nameOrSignature: 'batch'): TypedContractMethod<[calls: BytesLike[]], [boolean[]], 'nonpayable'>;
   getFunction(
     nameOrSignature: 'claimSession',
   ): TypedContractMethod<[sessionId: BigNumberish, sessionPublicKey: BytesLike], [void], 'nonpayable'>;
@@ -1054,7 +1109,11 @@ export interface JobRegistry extends BaseContract {
   getFunction(nameOrSignature: 'protocolFees'): TypedContractMethod<[], [bigint], 'view'>;
   getFunction(
     nameOrSignature: 'reassignJob',
-  ): TypedContractMethod<[jobId: BigNumberish, newSessionId: BigNumberish], [void], 'nonpayable'>;
+  ): TypedContractMethod<
+    [jobId: BigNumberish, newSessionId: BigNumberish, blobIndex: BigNumberish, promptIndex: BigNumberish],
+    [void],
+    'nonpayable'
+  >;
   getFunction(nameOrSignature: 'refundJob'): TypedContractMethod<[jobId: BigNumberish], [void], 'nonpayable'>;
   getFunction(
     nameOrSignature: 'refundUndelivered',
@@ -1087,14 +1146,28 @@ export interface JobRegistry extends BaseContract {
   getFunction(
     nameOrSignature: 'submitJobFor',
   ): TypedContractMethod<
-    [payer: AddressLike, sessionId: BigNumberish, jobId: BigNumberish, maxFee: BigNumberish],
+    [
+      payer: AddressLike,
+      sessionId: BigNumberish,
+      jobId: BigNumberish,
+      maxFee: BigNumberish,
+      blobIndex: BigNumberish,
+      promptIndex: BigNumberish,
+    ],
     [bigint],
     'nonpayable'
   >;
   getFunction(
     nameOrSignature: 'submitJobWithDebit',
   ): TypedContractMethod<
-    [sessionId: BigNumberish, jobId: BigNumberish, auth: DebitAuthorizationStruct, signature: BytesLike],
+    [
+      sessionId: BigNumberish,
+      jobId: BigNumberish,
+      auth: DebitAuthorizationStruct,
+      signature: BytesLike,
+      blobIndex: BigNumberish,
+      promptIndex: BigNumberish,
+    ],
     [bigint],
     'nonpayable'
   >;
@@ -1122,6 +1195,13 @@ export interface JobRegistry extends BaseContract {
   getFunction(nameOrSignature: 'workerRegistry'): TypedContractMethod<[], [string], 'view'>;
   getFunction(nameOrSignature: 'worstCaseLiability'): TypedContractMethod<[], [bigint], 'view'>;
 
+  getEvent(
+    key: 'BatchCallFailed',
+  ): TypedContractEvent<
+    BatchCallFailedEvent.InputTuple,
+    BatchCallFailedEvent.OutputTuple,
+    BatchCallFailedEvent.OutputObject
+  >;
   getEvent(
     key: 'DebitSettled',
   ): TypedContractEvent<
@@ -1286,6 +1366,17 @@ export interface JobRegistry extends BaseContract {
   ): TypedContractEvent<WithdrewEvent.InputTuple, WithdrewEvent.OutputTuple, WithdrewEvent.OutputObject>;
 
   filters: {
+    'BatchCallFailed(uint256,bytes)': TypedContractEvent<
+      BatchCallFailedEvent.InputTuple,
+      BatchCallFailedEvent.OutputTuple,
+      BatchCallFailedEvent.OutputObject
+    >;
+    BatchCallFailed: TypedContractEvent<
+      BatchCallFailedEvent.InputTuple,
+      BatchCallFailedEvent.OutputTuple,
+      BatchCallFailedEvent.OutputObject
+    >;
+
     'DebitSettled(address,bytes32,uint256,uint256)': TypedContractEvent<
       DebitSettledEvent.InputTuple,
       DebitSettledEvent.OutputTuple,
@@ -1385,7 +1476,7 @@ export interface JobRegistry extends BaseContract {
       JobFailedEvent.OutputObject
     >;
 
-    'JobReassigned(uint256,uint256,address,bytes32)': TypedContractEvent<
+    'JobReassigned(uint256,uint256,address,bytes32,uint8)': TypedContractEvent<
       JobReassignedEvent.InputTuple,
       JobReassignedEvent.OutputTuple,
       JobReassignedEvent.OutputObject
@@ -1418,7 +1509,7 @@ export interface JobRegistry extends BaseContract {
       JobReleasedEvent.OutputObject
     >;
 
-    'JobSubmitted(uint256,uint256,address,address,uint256,bytes32)': TypedContractEvent<
+    'JobSubmitted(uint256,uint256,address,address,uint256,bytes32,uint8)': TypedContractEvent<
       JobSubmittedEvent.InputTuple,
       JobSubmittedEvent.OutputTuple,
       JobSubmittedEvent.OutputObject

@@ -7,6 +7,7 @@ import {
   promptBlobHashOf,
   delegatePathErrorOf,
   SubmissionOutcomeUnknownError,
+  type BeforeSigning,
   type ServiceChain,
 } from '../../chain/service-chain.js';
 import type { PendingSubmissions } from '../../keeper/pending-submissions.js';
@@ -142,12 +143,17 @@ export class DelegatePath implements PaymentPath {
     return held;
   }
 
-  async submit(sessionId: bigint, promptWire: Uint8Array): Promise<Submission> {
+  async submit(
+    sessionId: bigint,
+    promptWire: Uint8Array,
+    _replyKey: Uint8Array,
+    beforeSigning?: BeforeSigning,
+  ): Promise<Submission> {
     const { wallet, maxFeeWei } = this.terms;
     const held = await this.#holdFee(this.#fee ?? maxFeeWei);
     let signed;
     try {
-      signed = await this.deps.chain.submitJobFor(wallet, sessionId, maxFeeWei, promptWire);
+      signed = await this.deps.chain.submitJobFor(wallet, sessionId, maxFeeWei, promptWire, beforeSigning);
     } catch (error) {
       await held.release();
       if (STALE_SESSION_REVERTS.has(revertOf(error)?.name ?? '')) return 'session_unusable';
@@ -187,6 +193,8 @@ export class DelegatePath implements PaymentPath {
 
   /** What a failed submission means for the call: nothing landed, a revert, or an outcome not known. */
   async #submissionError(error: unknown): Promise<unknown> {
+    // Refused before signing by the call itself (it could not record the job): nothing was sent.
+    if (error instanceof NotSubmitted) return error;
     if (error instanceof TransactionRevertedError) {
       // Simulated fine, mined and reverted: the session changed in between (its worker closed it or left).
       // No job landed, and the payer is charged nothing; it could not have caused it (it is no party to the
@@ -202,7 +210,7 @@ export class DelegatePath implements PaymentPath {
     if (error instanceof SubmissionOutcomeUnknownError) {
       // Broadcast, perhaps, and not found: it may still land. The keeper adopts the job if it does, under
       // this call's reservation, so it is settled (refunded, or counted as spent) like any other.
-      await this.deps.pending?.expect(error.promptBlobHash, this.identity);
+      await this.deps.pending?.expect(error, this.identity);
       return new SubmissionUnknown(
         new AppError('job_failed', {
           message:

@@ -1,6 +1,6 @@
 import { ContractRevertError } from '@svc/chain';
 import { AppError, isAppError } from '@svc/platform';
-import { delegatePathErrorOf } from '../../chain/service-chain.js';
+import { delegatePathErrorOf, type BeforeSigning } from '../../chain/service-chain.js';
 import type { CallIdentity } from '../../events/lifecycle-events.js';
 import type { ConfiguredModel } from '../model-catalogue.js';
 
@@ -80,9 +80,15 @@ export interface PaymentPath {
   /**
    * Submits the job in the session, resolving once it is broadcast (or mined, on a path that cannot tell
    * earlier). Throws `NotSubmitted` for a refusal (nothing landed) and `SubmissionUnknown` when the job may
-   * have landed unheard; after the broadcast, `landed` says the same.
+   * have landed unheard; after the broadcast, `landed` says the same. A path that signs the submission
+   * itself calls `beforeSigning` with the job's id first, and sends nothing if it fails.
    */
-  submit(sessionId: bigint, promptWire: Uint8Array, replyKey: Uint8Array): Promise<Submission>;
+  submit(
+    sessionId: bigint,
+    promptWire: Uint8Array,
+    replyKey: Uint8Array,
+    beforeSigning?: BeforeSigning,
+  ): Promise<Submission>;
   /** Whether a run failing unexpectedly now may have left a job on chain (the payment must then stay held). */
   mayHaveSubmitted(): boolean;
   /** The `tx_hash` an answer names after a reassignment: the reassignment, or what took the payment. */

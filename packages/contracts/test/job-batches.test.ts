@@ -1,0 +1,261 @@
+// Many jobs in one transaction (docs/protocol.md, Batches): submissions sharing a transaction and its
+// blobs, commitments sharing a transaction, each call standing or failing on its own.
+import { describe, expect, it } from '@jest/globals';
+import { parseEther } from 'ethers';
+import { sendWithBlobs } from '@svc/anvil';
+import { jobRegistryInterface } from '../src/connect.js';
+import { decodeRevertData } from '../src/errors.js';
+import { JobState } from '../src/states.js';
+import type { Actor } from './support/chain.js';
+import { useChain } from './support/chain.js';
+import { RESPONSE } from './support/jobs.js';
+import { expectRevert } from './support/revert.js';
+import {
+  DEPLOY_CONFIG,
+  DEPOSIT,
+  MODEL,
+  callWithBlobs,
+  eventsOf,
+  fundUserForService,
+  mined,
+  openActiveSession,
+  plain,
+  registerWorker,
+} from './support/scenario.js';
+
+const FEE = MODEL.feeWei;
+const DISPUTE_WINDOW = 900;
+
+describe('batch', () => {
+  const chain = useChain(DEPLOY_CONFIG, async (c) => {
+    await registerWorker(c, 'worker');
+    await registerWorker(c, 'otherWorker');
+    await fundUserForService(c, 'user');
+    await fundUserForService(c, 'otherUser');
+  });
+
+  const submission = (payer: Actor, sessionId: bigint, jobId: bigint, blobIndex = 0, promptIndex = 0) =>
+    jobRegistryInterface.encodeFunctionData('submitJobFor', [
+      chain().address[payer],
+      sessionId,
+      jobId,
+      FEE,
+      blobIndex,
+      promptIndex,
+    ]);
+  const completion = (jobId: bigint) =>
+    jobRegistryInterface.encodeFunctionData('completeJob', [jobId, RESPONSE]);
+
+  /** Sends `batch(calls)` as `actor` with `blobs` blobs; returns the receipt, the blobs' versioned hashes
+   * and the calls that failed, decoded from `BatchCallFailed`. */
+  async function sendBatch(actor: Actor, calls: string[], blobs = 0) {
+    const data = jobRegistryInterface.encodeFunctionData('batch', [calls]);
+    const to = chain().deployment.jobRegistryAddress;
+    const response =
+      blobs === 0
+        ? await chain().signers[actor].sendTransaction({ to, data })
+        : await sendWithBlobs(chain().signers[actor], { to, data }, blobs);
+    const receipt = (await response.wait())!;
+    const failed = eventsOf(receipt, 'BatchCallFailed').map((event) => ({
+      index: event.index as bigint,
+      error: decodeRevertData(event.reason as string),
+    }));
+    return { receipt, versionedHashes: response.blobVersionedHashes ?? [], failed };
+  }
+
+  const job = async (jobId: bigint) => plain(await chain().jobs('stranger').getJob(jobId));
+  const balance = (actor: Actor) => chain().jobs('stranger').prepaidBalanceOf(chain().address[actor]);
+  const nextJobId = (sessionId: bigint) => chain().jobs('stranger').nextJobId(sessionId);
+
+  it('submits jobs of several payers, sessions and workers in one transaction, their prompts sharing its blobs', async () => {
+    const { address } = chain();
+    const first = await openActiveSession(chain(), { owner: 'service', worker: 'worker' });
+    const second = await openActiveSession(chain(), { owner: 'service', worker: 'otherWorker' });
+    const ids = [(first << 32n) | 1n, (second << 32n) | 1n, (first << 32n) | 2n];
+    const { receipt, versionedHashes, failed } = await sendBatch(
+      'service',
+      [
+        submission('user', first, ids[0]!, 0, 0),
+        submission('otherUser', second, ids[1]!, 0, 1),
+        submission('otherUser', first, ids[2]!, 1, 0),
+      ],
+      2,
+    );
+    expect(failed).toEqual([]);
+    expect(eventsOf(receipt, 'JobSubmitted').map((event) => event.toObject())).toEqual([
+      {
+        jobId: ids[0],
+        sessionId: first,
+        payer: address.user,
+        worker: address.worker,
+        fee: FEE,
+        promptBlobHash: versionedHashes[0],
+        promptIndex: 0n,
+      },
+      {
+        jobId: ids[1],
+        sessionId: second,
+        payer: address.otherUser,
+        worker: address.otherWorker,
+        fee: FEE,
+        promptBlobHash: versionedHashes[0],
+        promptIndex: 1n,
+      },
+      {
+        jobId: ids[2],
+        sessionId: first,
+        payer: address.otherUser,
+        worker: address.worker,
+        fee: FEE,
+        promptBlobHash: versionedHashes[1],
+        promptIndex: 0n,
+      },
+    ]);
+    expect(await job(ids[1]!)).toMatchObject({
+      payer: address.otherUser,
+      worker: address.otherWorker,
+      delegate: address.service,
+      sessionId: second,
+      promptBlobHash: versionedHashes[0],
+      promptIndex: 1n,
+      state: BigInt(JobState.Submitted),
+      attempt: 1n,
+    });
+    expect(await job(ids[2]!)).toMatchObject({ promptBlobHash: versionedHashes[1], promptIndex: 0n });
+    expect(await balance('user')).toBe(DEPOSIT - FEE);
+    expect(await balance('otherUser')).toBe(DEPOSIT - 2n * FEE);
+    expect(await nextJobId(first)).toBe((first << 32n) | 3n);
+  });
+
+  it('a job that fails in a batch is undone alone, with its reason; the others land and nothing is charged for it', async () => {
+    const { address } = chain();
+    const sessionId = await openActiveSession(chain(), { owner: 'service' });
+    // The facilitator's wallet authorized the service with no allowance: its submission reverts after
+    // its balance was debited, and that debit is undone with it.
+    await mined(chain().jobs('facilitator').deposit({ value: DEPOSIT }));
+    await mined(chain().jobs('facilitator').setDelegateAuthorization(address.service, true));
+    const stale = (sessionId << 32n) | 9n;
+    const { receipt, failed } = await sendBatch(
+      'service',
+      [
+        submission('user', sessionId, (sessionId << 32n) | 1n, 0, 0),
+        submission('facilitator', sessionId, (sessionId << 32n) | 2n, 0, 1),
+        submission('user', sessionId, stale, 0, 2),
+        submission('user', sessionId, (sessionId << 32n) | 2n, 0, 3),
+        submission('user', sessionId, (sessionId << 32n) | 3n, 3, 0),
+      ],
+      1,
+    );
+    expect(failed).toEqual([
+      {
+        index: 1n,
+        error: {
+          name: 'InsufficientAllowance',
+          args: { user: address.facilitator, delegate: address.service, required: FEE, available: 0n },
+        },
+      },
+      {
+        index: 2n,
+        error: {
+          name: 'UnexpectedJobId',
+          args: { sessionId, expected: (sessionId << 32n) | 2n, given: stale },
+        },
+      },
+      { index: 4n, error: { name: 'BlobMissing', args: { blobIndex: 3n } } },
+    ]);
+    expect(eventsOf(receipt, 'JobSubmitted').map((event) => [event.jobId, event.promptIndex])).toEqual([
+      [(sessionId << 32n) | 1n, 0n],
+      [(sessionId << 32n) | 2n, 3n],
+    ]);
+    expect(await balance('facilitator')).toBe(DEPOSIT);
+    expect(await balance('user')).toBe(DEPOSIT - 2n * FEE);
+    expect(await job((sessionId << 32n) | 2n)).toMatchObject({ payer: address.user, promptIndex: 3n });
+  });
+
+  it('a worker commits several answers in one transaction; one it may not commit fails alone', async () => {
+    const mine = await openActiveSession(chain(), { owner: 'service', worker: 'worker' });
+    const theirs = await openActiveSession(chain(), { owner: 'service', worker: 'otherWorker' });
+    const ids = [(mine << 32n) | 1n, (theirs << 32n) | 1n, (mine << 32n) | 2n];
+    await sendBatch(
+      'service',
+      [
+        submission('user', mine, ids[0]!),
+        submission('user', theirs, ids[1]!, 0, 1),
+        submission('user', mine, ids[2]!, 0, 2),
+      ],
+      1,
+    );
+    const { receipt, failed } = await sendBatch('worker', ids.map(completion));
+    expect(failed.map(({ index, error }) => [index, error?.name])).toEqual([[1n, 'NotJobWorker']]);
+    expect(eventsOf(receipt, 'JobCompleted').map((event) => event.jobId)).toEqual([ids[0], ids[2]]);
+    const completedAt = BigInt((await chain().provider.getBlock(receipt.blockNumber))!.timestamp);
+    for (const id of [ids[0]!, ids[2]!]) {
+      expect(await job(id)).toMatchObject({
+        state: BigInt(JobState.Completed),
+        responseHash: RESPONSE,
+        completedAt,
+        deadline: 0n,
+      });
+    }
+    expect((await job(ids[1]!)).state).toBe(BigInt(JobState.Submitted));
+
+    // Settled as ever: released together once the dispute window has passed.
+    await chain().clock.advance(DISPUTE_WINDOW + 1);
+    await mined(chain().jobs('stranger').releaseJobs([ids[0]!, ids[2]!]));
+    expect((await job(ids[0]!)).state).toBe(BigInt(JobState.Released));
+    expect(await chain().jobs('stranger').earningsOf(chain().address.worker)).toBeGreaterThan(0n);
+  });
+
+  it('reassigns a failed job out of a shared blob; the jobs left in that blob keep it', async () => {
+    const { address } = chain();
+    const first = await openActiveSession(chain(), { owner: 'service', worker: 'worker' });
+    const ids = [(first << 32n) | 1n, (first << 32n) | 2n];
+    const { versionedHashes: shared } = await sendBatch(
+      'service',
+      [submission('user', first, ids[0]!, 0, 0), submission('otherUser', first, ids[1]!, 0, 1)],
+      1,
+    );
+    await mined(chain().jobs('worker').failJob(ids[0]!));
+    const retry = await openActiveSession(chain(), { owner: 'service', worker: 'otherWorker' });
+    const { versionedHashes } = await callWithBlobs(chain(), 'service', 'reassignJob', [ids[0]!, retry], 2, {
+      blobIndex: 1,
+      promptIndex: 4,
+    });
+    expect(await job(ids[0]!)).toMatchObject({
+      sessionId: retry,
+      worker: address.otherWorker,
+      promptBlobHash: versionedHashes[1],
+      promptIndex: 4n,
+      attempt: 2n,
+      state: BigInt(JobState.Submitted),
+    });
+    expect(await job(ids[1]!)).toMatchObject({
+      sessionId: first,
+      worker: address.worker,
+      promptBlobHash: shared[0],
+      promptIndex: 1n,
+      attempt: 1n,
+    });
+    // Each job is answered by its own session's worker, and only by it.
+    await expectRevert(chain().jobs('worker').completeJob(ids[0]!, RESPONSE), 'NotJobWorker');
+    await mined(chain().jobs('otherWorker').completeJob(ids[0]!, RESPONSE));
+    await mined(chain().jobs('worker').completeJob(ids[1]!, RESPONSE));
+  });
+
+  it('takes no ether, so no call in it can count a value twice', async () => {
+    const data = jobRegistryInterface.encodeFunctionData('batch', [
+      [
+        jobRegistryInterface.encodeFunctionData('deposit'),
+        jobRegistryInterface.encodeFunctionData('deposit'),
+      ],
+    ]);
+    await expect(
+      chain().signers.user.sendTransaction({
+        to: chain().deployment.jobRegistryAddress,
+        data,
+        value: parseEther('0.1'),
+      }),
+    ).rejects.toThrow();
+    expect(await balance('user')).toBe(DEPOSIT);
+  });
+});

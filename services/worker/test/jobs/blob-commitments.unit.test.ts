@@ -1,0 +1,73 @@
+import { describe, expect, it } from '@jest/globals';
+import { blobSidecarOf, commitsTo, type BlobSource } from '@svc/chain';
+import { BlobCommitments } from '../../src/jobs/blob-commitments.js';
+import { PromptReader } from '../../src/jobs/prompt-reader.js';
+
+describe('BlobCommitments', () => {
+  it('computes a shared blob once for all its jobs, and another blob under the same commitment afresh', async () => {
+    const shared = blobSidecarOf(new Uint8Array([1, 2, 3]), new Uint8Array([4, 5, 6]));
+    const other = blobSidecarOf(new Uint8Array([7, 8, 9]));
+    const computed: Uint8Array[] = [];
+    const commitments = new BlobCommitments((blob, commitment) => {
+      computed.push(blob);
+      return commitsTo(blob, commitment);
+    });
+    const offers = await Promise.all(
+      [1, 2, 3].map(() => commitments.commitsTo(shared.data, shared.commitment)),
+    );
+    expect(offers).toEqual([true, true, true]);
+    expect(computed).toHaveLength(1);
+    // Another blob offered under a commitment already checked is computed, and refused.
+    expect(await commitments.commitsTo(other.data, shared.commitment)).toBe(false);
+    expect(computed).toHaveLength(2);
+    expect(await commitments.commitsTo(other.data, other.commitment)).toBe(true);
+    expect(computed).toHaveLength(3);
+  });
+
+  it('keeps a blob that matched by its versioned hash, and only such a blob', async () => {
+    const shared = blobSidecarOf(new Uint8Array([1, 2, 3]), new Uint8Array([4, 5, 6]));
+    const other = blobSidecarOf(new Uint8Array([7, 8, 9]));
+    const commitments = new BlobCommitments();
+    expect(commitments.verified(shared.versionedHash)).toBeUndefined();
+    expect(await commitments.commitsTo(other.data, shared.commitment)).toBe(false);
+    expect(commitments.verified(shared.versionedHash)).toBeUndefined();
+    expect(await commitments.commitsTo(shared.data, shared.commitment)).toBe(true);
+    expect(commitments.verified(shared.versionedHash.toUpperCase().replace('0X', '0x'))).toEqual(shared.data);
+  });
+});
+
+describe('PromptReader', () => {
+  it('reads a job of a blob it checked from memory, neither fetching nor computing it again', async () => {
+    const sidecar = blobSidecarOf(new Uint8Array([1, 2, 3]), new Uint8Array([4, 5, 6]));
+    const fetched: string[] = [];
+    const blobSource: BlobSource = {
+      fetchBlob: async (versionedHash) => {
+        fetched.push(versionedHash);
+        return sidecar.data;
+      },
+    };
+    let computed = 0;
+    const reader = new PromptReader({
+      blobSource,
+      chainId: 31337n,
+      jobRegistry: '0x00000000000000000000000000000000000000dd',
+      models: [],
+      blobCommitments: new BlobCommitments((blob, commitment) => {
+        computed += 1;
+        return commitsTo(blob, commitment);
+      }),
+    });
+    const job = { promptBlobHash: sidecar.versionedHash, promptIndex: 1, sessionId: 1n } as never;
+    // Not checked yet: read from the source. The prompt does not open (no session key): refused after the read.
+    await expect(reader.read(job, {} as never, {} as never, 1)).rejects.toMatchObject({
+      reason: 'undecryptable_prompt',
+    });
+    expect(fetched).toEqual([sidecar.versionedHash]);
+    expect(await reader.commitsTo(sidecar.data, sidecar.commitment)).toBe(true);
+    await expect(reader.read(job, {} as never, {} as never, 2)).rejects.toMatchObject({
+      reason: 'undecryptable_prompt',
+    });
+    expect(fetched).toHaveLength(1);
+    expect(computed).toBe(1);
+  });
+});
