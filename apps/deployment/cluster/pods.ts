@@ -7,32 +7,13 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { service as healthService } from 'grpc-health-check';
+import { freePort } from '@svc/testkit/ports';
 import type { RenderedChart, Service, Workload } from './chart-pods.js';
 import { imageEntrypoint, repoRoot, workloadOf } from './chart-pods.js';
 
 /** Settings that name the port a container listens on; each must equal one of its declared ports. */
 const PORT_SETTINGS = ['PORT', 'GRPC_PORT', 'WORKER_LINK_PORT', 'METRICS_PORT', 'HEALTH_PORT'];
 const HOST_SETTINGS = ['HTTP_HOST', 'GRPC_HOST', 'WORKER_LINK_HOST', 'METRICS_HOST', 'HEALTH_HOST'];
-
-/**
- * A port no process of this run holds yet, below the kernel's ephemeral range (so no outgoing connection
- * takes it meanwhile), never handed out twice: a pod binds it only when it starts.
- */
-let nextPort = 20_000 + Math.floor(Math.random() * 400) * 20;
-export async function freePort(): Promise<number> {
-  for (;;) {
-    const port = nextPort++;
-    if (nextPort >= 32_000) nextPort = 20_000;
-    const server = createServer();
-    const bound = await new Promise<boolean>((resolve) => {
-      server.once('error', () => resolve(false));
-      server.listen(port, '127.0.0.1', () => resolve(true));
-    });
-    if (!bound) continue;
-    await new Promise((resolve) => server.close(resolve));
-    return port;
-  }
-}
 
 export interface LogLine {
   readonly pod: string;
