@@ -109,7 +109,7 @@ export {
   type ChainEndpoint,
 } from './contracts/chain-client.js';
 export type { Job, Session } from './contracts/records.js';
-export { chainTimeAfter, chainTimeNow } from './contracts/chain-time.js';
+export { chainTimeAfter, chainTimeNow, SharedChainTime } from './contracts/chain-time.js';
 export {
   decodeProtocolLog,
   protocolEventTopics,

@@ -16,3 +16,33 @@ export async function chainTimeNow(provider: Pick<Provider, 'getBlock'>): Promis
 export function chainTimeAfter(latest: { readonly timestamp: number } | null): number {
   return Math.max(latest?.timestamp ?? 0, Math.floor(Date.now() / 1000));
 }
+
+/**
+ * `chainTimeNow` for a process that asks often (each running job's relay, every poll interval): the latest
+ * block is read at most once per `maxAgeMs`, and callers asking meanwhile share that read, so the chain is
+ * read once however many jobs run. A deadline is judged at most `maxAgeMs` late (the wall clock, which
+ * `chainTimeAfter` also takes, is never cached).
+ */
+export class SharedChainTime {
+  #latest:
+    { readonly readAt: number; readonly block: Promise<{ readonly timestamp: number } | null> } | undefined;
+
+  constructor(
+    private readonly provider: { getBlock(tag: 'latest'): Promise<{ readonly timestamp: number } | null> },
+    private readonly maxAgeMs: number,
+  ) {}
+
+  async now(): Promise<number> {
+    const cached = this.#latest;
+    if (cached && Date.now() - cached.readAt < this.maxAgeMs) return chainTimeAfter(await cached.block);
+    const latest = { readAt: Date.now(), block: this.provider.getBlock('latest') };
+    this.#latest = latest;
+    try {
+      return chainTimeAfter(await latest.block);
+    } catch (error) {
+      // A failed read is not shared: the next caller reads again.
+      if (this.#latest === latest) this.#latest = undefined;
+      throw error;
+    }
+  }
+}

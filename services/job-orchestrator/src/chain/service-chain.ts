@@ -7,7 +7,7 @@ import {
   TransactionRevertedError,
   framedLength,
   provingBlobSidecarOf,
-  chainTimeNow,
+  SharedChainTime,
   decodeProtocolLog,
   type BatchEntry,
   type BatchPolicy,
@@ -26,6 +26,8 @@ import type { JobOrchestratorMetrics } from '../observability/job-orchestrator-m
 
 /** How far back a submission whose send failed is looked for (about 3.4 hours of 12 s blocks). */
 const LANDED_LOOKBACK_BLOCKS = 1_024;
+/** How old a latest block `now()` judges deadlines by may be: they are judged at most this late. */
+const CHAIN_TIME_MAX_AGE_MS = 1_000;
 
 /**
  * A submission that may have been broadcast and was not found on chain: it may still land. `promptBlobHash`
@@ -90,6 +92,7 @@ export interface ServiceTransaction {
  */
 export class ServiceChain {
   readonly #submissions: CallBatcher<SubmissionRequest, SignedSubmission>;
+  readonly #chainTime: SharedChainTime;
 
   constructor(
     readonly reads: ChainClient,
@@ -99,6 +102,7 @@ export class ServiceChain {
     private readonly metrics: JobOrchestratorMetrics,
     batches: BatchPolicy,
   ) {
+    this.#chainTime = new SharedChainTime(reads.provider, CHAIN_TIME_MAX_AGE_MS);
     this.#submissions = new CallBatcher(
       batches,
       (request) => framedLength(request.promptWire),
@@ -338,9 +342,12 @@ export class ServiceChain {
     return this.#send('disputeMismatch', [jobId, attempt, ciphertext, signature]);
   }
 
-  /** The chain's clock as the next transaction will see it (`chainTimeNow`). */
+  /**
+   * The chain's clock as the next transaction will see it (`chainTimeNow`), from a latest block read at
+   * most once a second: every running job's relay asks each poll interval, and one read serves them all.
+   */
   now(): Promise<number> {
-    return chainTimeNow(this.reads.provider);
+    return this.#chainTime.now();
   }
 
   async #send(

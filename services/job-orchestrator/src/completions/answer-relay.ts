@@ -210,7 +210,11 @@ export class AnswerRelay {
         default:
           return { kind: 'failed', reason: `the job is in state ${job.state}`, job };
       }
-      if (final && !batch.length) await sleep(Math.min(pollIntervalMs, 50));
+      // A final in hand, the chain decides: a caller still waiting for its answer has it looked for every
+      // 50 ms; the check of a final its caller was given already (`signedFinal`) waits a poll interval,
+      // since each look is two chain reads and a commitment may be blocks away.
+      if (final && !batch.length)
+        await sleep(attempt.signedFinal ? pollIntervalMs : Math.min(pollIntervalMs, 50));
     }
   }
 

@@ -22,12 +22,12 @@ const logger = createLogger({ service: 'relay-test', level: 'silent' });
 const JOB_ID = 7n;
 
 /** A relay over the store's frame streams, reading the job (faked) with `readJob`; the chain's clock at 0. */
-function relayOn(store: MemoryStore, readJob: () => Promise<Job>): AnswerRelay {
+function relayOn(store: MemoryStore, readJob: () => Promise<Job>, pollIntervalMs = 10): AnswerRelay {
   return new AnswerRelay({
     frames: store.frames,
     readJob,
     chainNow: async () => 0,
-    pollIntervalMs: 10,
+    pollIntervalMs,
     finalGraceMs: 50,
     frameStreamTtlMs: 1_000,
     logger,
@@ -191,5 +191,41 @@ describe('the answer relay on the signed final', () => {
     // A later final frame does not replace the one the caller was given.
     expect(await followCommitted(signedFinal.sealedAnswer, [other])).toMatchObject({ kind: 'committed' });
     expect(await followCommitted(other, [other])).toMatchObject({ kind: 'mismatch', final: signedFinal });
+  });
+
+  it("looks for a signed final's commitment once a poll interval: its caller has the answer already", async () => {
+    const replyKey = randomBytes(32);
+    const sealedAnswer = encryptAnswerFrame(AnswerFrameKind.Final, 'the answer', replyKey, {
+      jobId: JOB_ID,
+      attempt: 1,
+      seq: 0,
+    });
+    const signedFinal = { jobId: JOB_ID.toString(), attempt: 1, seq: 0, sealedAnswer } as FinalAnswer;
+    const store = new MemoryStore();
+    // Submitted for a second (the worker's commitment on its way), then committed.
+    const committedAt = Date.now() + 1_000;
+    let reads = 0;
+    const relay = relayOn(
+      store,
+      async () => {
+        reads += 1;
+        return Date.now() < committedAt
+          ? ({ state: JobState.Submitted, attempt: 1, deadline: 2 ** 40 } as Job)
+          : ({ state: JobState.Completed, attempt: 1, responseHash: responseHashOf(sealedAnswer) } as Job);
+      },
+      250,
+    );
+    try {
+      const outcome = await relay.follow(
+        { jobId: JOB_ID, attempt: 1, replyKey, signedFinal },
+        () => undefined,
+      );
+      expect(outcome).toMatchObject({ kind: 'committed', text: 'the answer' });
+    } finally {
+      await store.close();
+    }
+    // Every 250 ms: 5 or 6 reads (every 50 ms it was about 20, each with a read of the chain's clock).
+    expect(reads).toBeGreaterThanOrEqual(4);
+    expect(reads).toBeLessThanOrEqual(7);
   });
 });
