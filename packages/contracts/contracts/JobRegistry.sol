@@ -155,7 +155,7 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
         bytes32 responseHash = _responseHashes[jobId];
         if (ciphertextHash == responseHash) revert ResponseMatchesCommitment(jobId, responseHash);
         _refund(jobId, job);
-        uint256 slashed = workerRegistry.slash(worker, _params.mismatchSlash, job.payer);
+        uint256 slashed = workerRegistry.slash(worker, _params.mismatchSlash, _accountAddress(job.payer));
         emit JobDisputed(jobId, slashed);
     }
 
@@ -171,8 +171,8 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
         if (block.timestamp > closedAt) revert DisputeWindowClosed(jobId, closedAt);
         address caller = principalOf(msg.sender);
         address owner = _sessions[_sessionOf(jobId, job)].owner;
-        address delegate = job.delegate;
-        address payer = job.payer;
+        address delegate = _accountAddress(job.delegate);
+        address payer = _accountAddress(job.payer);
         bool submitter = delegate != address(0) ? caller == delegate : owner != payer && _isOwnerOrDelegate(owner, caller);
         if (!submitter || caller == payer) revert NotJobSubmitter(jobId, caller);
         _refund(jobId, job);

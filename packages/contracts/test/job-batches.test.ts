@@ -1,7 +1,7 @@
 // Many jobs in one transaction (docs/protocol.md, Batches): submissions sharing a transaction and its
 // blobs, commitments sharing a transaction, each call standing or failing on its own.
 import { describe, expect, it } from '@jest/globals';
-import { parseEther } from 'ethers';
+import { parseEther, ZeroAddress } from 'ethers';
 import { sendWithBlobs } from '@svc/anvil';
 import { jobRegistryInterface } from '../src/connect.js';
 import { decodeRevertData } from '../src/errors.js';
@@ -240,6 +240,63 @@ describe('batch', () => {
     await expectRevert(chain().jobs('worker').completeJob(ids[0]!, RESPONSE), 'NotJobWorker');
     await mined(chain().jobs('otherWorker').completeJob(ids[0]!, RESPONSE));
     await mined(chain().jobs('worker').completeJob(ids[1]!, RESPONSE));
+  });
+
+  it("keeps each job's payer and delegate apart (a job names them by account id): reads and refunds find the right ones", async () => {
+    const { address } = chain();
+    // A second service: the user lets it spend too, and it submits into its own session.
+    const SECOND_ALLOWANCE = parseEther('0.5');
+    await mined(chain().jobs('user').setDelegateAuthorization(address.facilitator, true));
+    await mined(chain().jobs('user').setDelegateAllowance(address.facilitator, SECOND_ALLOWANCE));
+    const ours = await openActiveSession(chain(), { owner: 'service', worker: 'worker' });
+    const theirs = await openActiveSession(chain(), { owner: 'facilitator', worker: 'otherWorker' });
+    const own = await openActiveSession(chain(), { owner: 'otherUser', worker: 'worker' });
+    const ids = {
+      userByService: (ours << 32n) | 1n,
+      otherUserByService: (ours << 32n) | 2n,
+      userByFacilitator: (theirs << 32n) | 1n,
+      otherUserItself: (own << 32n) | 1n,
+    };
+    await sendBatch('facilitator', [submission('user', theirs, ids.userByFacilitator)], 1);
+    await sendBatch(
+      'service',
+      [
+        submission('user', ours, ids.userByService),
+        submission('otherUser', ours, ids.otherUserByService, 0, 1),
+      ],
+      1,
+    );
+    await callWithBlobs(chain(), 'otherUser', 'submitJobFor', [address.otherUser, own, FEE], 1);
+
+    const expected = [
+      [ids.userByService, address.user, address.service],
+      [ids.otherUserByService, address.otherUser, address.service],
+      [ids.userByFacilitator, address.user, address.facilitator],
+      [ids.otherUserItself, address.otherUser, ZeroAddress],
+    ] as const;
+    for (const [id, payer, delegate] of expected) {
+      expect(await job(id)).toMatchObject({ payer, delegate, fee: FEE, state: BigInt(JobState.Submitted) });
+    }
+    const allowance = (delegate: Actor) =>
+      chain().jobs('stranger').delegateAllowance(address.user, address[delegate]);
+    const serviceAllowance = await allowance('service');
+    expect(await allowance('facilitator')).toBe(SECOND_ALLOWANCE - FEE);
+
+    // Refunded, each fee goes back to its own payer and allowance.
+    await mined(chain().jobs('worker').failJob(ids.userByService));
+    await mined(chain().jobs('worker').failJob(ids.otherUserByService));
+    await mined(chain().jobs('otherWorker').failJob(ids.userByFacilitator));
+    await mined(chain().jobs('worker').failJob(ids.otherUserItself));
+    await mined(chain().jobs('facilitator').refundJob(ids.userByFacilitator));
+    expect(await balance('user')).toBe(DEPOSIT - FEE);
+    expect(await allowance('facilitator')).toBe(SECOND_ALLOWANCE);
+    expect(await allowance('service')).toBe(serviceAllowance);
+    await mined(chain().jobs('service').refundJob(ids.userByService));
+    await mined(chain().jobs('service').refundJob(ids.otherUserByService));
+    await mined(chain().jobs('otherUser').refundJob(ids.otherUserItself));
+    expect(await balance('user')).toBe(DEPOSIT);
+    expect(await balance('otherUser')).toBe(DEPOSIT);
+    expect(await allowance('service')).toBe(serviceAllowance + FEE);
   });
 
   it('takes no ether, so no call in it can count a value twice', async () => {

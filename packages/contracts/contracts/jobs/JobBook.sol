@@ -8,16 +8,16 @@ import {Job, JobState} from "./Types.sol";
 /// Refunded; Completed → Refunded (proven dispute). The fee sits in escrow from submission until it
 /// is released to the worker or refunded to the payer.
 abstract contract JobBook is SessionBook {
-    /// @dev A job packed into two slots (docs/architecture.md, Gas): the first is written once at
-    /// submission, the second holds what changes. `stamp` is the deadline while Submitted, then the time
-    /// of completion or failure. The job's session is the one its id names unless it was reassigned
+    /// @dev A job packed into one slot (docs/architecture.md, Gas): its payer and delegate by account id,
+    /// fee, prompt and the state that changes. `stamp` is the deadline while Submitted, then the time of
+    /// completion or failure. The job's session is the one its id names unless it was reassigned
     /// (`_reassignedTo`), its worker the session's, its prompt blob's versioned hash shared by every job
     /// of the blob (`_promptBlobHashes`), its response hash written on completion.
     struct JobRecord {
-        address payer;
+        uint32 payer;
+        uint32 delegate;
         uint64 fee;
         uint32 promptBlob;
-        address delegate;
         uint32 allowanceEpoch;
         uint40 stamp;
         uint8 attempt;
@@ -180,13 +180,13 @@ abstract contract JobBook is SessionBook {
         uint256 sessionId = _sessionOf(jobId, job);
         return
             Job({
-                payer: job.payer,
+                payer: _accountAddress(job.payer),
                 deadline: state == JobState.Submitted ? stamp : 0,
                 attempt: job.attempt,
                 state: state,
                 worker: _sessions[sessionId].worker,
                 completedAt: answered ? stamp : 0,
-                delegate: job.delegate,
+                delegate: _accountAddress(job.delegate),
                 failedAt: answered || state == JobState.Submitted ? 0 : stamp,
                 allowanceEpoch: job.allowanceEpoch,
                 sessionId: uint64(sessionId),
@@ -220,14 +220,16 @@ abstract contract JobBook is SessionBook {
         uint8 promptIndex
     ) internal {
         (uint32 promptBlob, bytes32 promptBlobHash) = _promptBlob(blobIndex);
-        _debit(payer, fee);
-        uint32 epoch = delegate == address(0) ? 0 : _spendAllowance(payer, delegate, fee);
+        uint32 payerId = _debit(payer, fee);
+        (uint32 delegateId, uint32 epoch) = delegate == address(0)
+            ? (0, 0)
+            : (_accountIdOf(delegate), _spendAllowance(payer, delegate, fee));
         _takeJobId(sessionId, session, jobId);
         _jobs[jobId] = JobRecord({
-            payer: payer,
+            payer: payerId,
+            delegate: delegateId,
             fee: fee,
             promptBlob: promptBlob,
-            delegate: delegate,
             allowanceEpoch: epoch,
             stamp: uint40(block.timestamp) + uint40(_params.jobTimeout),
             attempt: 1,
@@ -239,10 +241,10 @@ abstract contract JobBook is SessionBook {
 
     function _refund(uint256 jobId, JobRecord storage job) internal {
         uint256 fee = job.fee;
-        address payer = job.payer;
+        address payer = _accountAddress(job.payer);
         job.state = JobState.Refunded;
         _credit(payer, fee);
-        _restoreAllowance(payer, job.delegate, job.allowanceEpoch, fee);
+        _restoreAllowance(payer, _accountAddress(job.delegate), job.allowanceEpoch, fee);
         emit JobRefunded(jobId, fee);
     }
 

@@ -18,6 +18,15 @@ abstract contract PrepaidAccounts is OperatorDirectory, ReentrancyGuard {
         uint256 graceAllowance;
     }
 
+    /// @dev A wallet's prepaid balance, and the short id a job record names it by (JobBook keeps a job in
+    /// one slot: two addresses would not fit). Ids are handed out from 1 on first use and never change.
+    /// Every balance is ether held by this contract, so it stays far below 2^128 wei (the supply is
+    /// under 2^87) and the narrowing casts below cannot cut it.
+    struct Account {
+        uint128 balance;
+        uint32 id;
+    }
+
     /// @dev A withdrawal the wallet asked for: paid out from `availableAt` on.
     struct WithdrawalRequest {
         uint192 amount;
@@ -32,7 +41,9 @@ abstract contract PrepaidAccounts is OperatorDirectory, ReentrancyGuard {
     /// @dev Marks a fee taken from a cut's grace: its refund restores no allowance.
     uint32 private constant GRACE_EPOCH = type(uint32).max;
 
-    mapping(address user => uint256 balance) private _balances;
+    mapping(address user => Account account) private _accounts;
+    mapping(uint32 id => address user) private _accountAddresses;
+    uint32 private _lastAccountId;
     mapping(address user => mapping(address delegate => DelegateGrant grant)) private _grants;
     mapping(address user => WithdrawalRequest request) private _withdrawals;
 
@@ -79,7 +90,7 @@ abstract contract PrepaidAccounts is OperatorDirectory, ReentrancyGuard {
         address user = principalOf(msg.sender);
         WithdrawalRequest storage request = _withdrawals[user];
         uint256 total = request.amount + amount;
-        uint256 balance = _balances[user];
+        uint256 balance = _accounts[user].balance;
         if (total > balance) revert InsufficientBalance(user, total, balance);
         uint256 availableAt = block.timestamp + SPEND_CUT_DELAY;
         request.amount = uint192(total);
@@ -95,11 +106,12 @@ abstract contract PrepaidAccounts is OperatorDirectory, ReentrancyGuard {
         if (amount > request.amount || block.timestamp < request.availableAt) {
             revert WithdrawalNotAvailable(user, request.amount, request.availableAt);
         }
-        uint256 balance = _balances[user];
+        Account storage account = _accounts[user];
+        uint256 balance = account.balance;
         if (amount > balance) revert InsufficientBalance(user, amount, balance);
         request.amount -= uint192(amount);
         uint256 newBalance = balance - amount;
-        _balances[user] = newBalance;
+        account.balance = uint128(newBalance);
         emit Withdrew(user, amount, newBalance);
         _sendValue(user, amount);
     }
@@ -132,7 +144,7 @@ abstract contract PrepaidAccounts is OperatorDirectory, ReentrancyGuard {
 
     /// @notice The balance new work may count on: what is held, less what the wallet asked to withdraw.
     function prepaidBalanceOf(address user) external view returns (uint256) {
-        uint256 balance = _balances[user];
+        uint256 balance = _accounts[user].balance;
         uint256 requested = _withdrawals[user].amount;
         return requested >= balance ? 0 : balance - requested;
     }
@@ -166,20 +178,40 @@ abstract contract PrepaidAccounts is OperatorDirectory, ReentrancyGuard {
         return _grants[user][delegate].epoch;
     }
 
+    /// @dev The wallet that pays gives its account an id here, so a service's submissions do not.
     function _deposit(address user, uint256 amount) internal {
-        uint256 newBalance = _balances[user] + amount;
-        _balances[user] = newBalance;
+        Account storage account = _accounts[user];
+        uint256 newBalance = account.balance + amount;
+        account.balance = uint128(newBalance);
+        if (account.id == 0) _assignAccountId(user, account);
         emit Deposited(user, amount, newBalance);
     }
 
-    function _debit(address user, uint256 amount) internal {
-        uint256 balance = _balances[user];
+    /// @return id the payer's account id. A fee is never zero (a fee of 0 disables a model), so a debited
+    /// account holds ether, which came through `_deposit`, and that gave it its id.
+    function _debit(address user, uint256 amount) internal returns (uint32 id) {
+        Account storage account = _accounts[user];
+        uint256 balance = account.balance;
         if (amount > balance) revert InsufficientBalance(user, amount, balance);
-        _balances[user] = balance - amount;
+        account.balance = uint128(balance - amount);
+        return account.id;
     }
 
     function _credit(address user, uint256 amount) internal {
-        _balances[user] += amount;
+        Account storage account = _accounts[user];
+        account.balance = account.balance + uint128(amount);
+    }
+
+    /// @dev The account id of `user`, given now if it had none.
+    function _accountIdOf(address user) internal returns (uint32 id) {
+        Account storage account = _accounts[user];
+        id = account.id;
+        if (id == 0) id = _assignAccountId(user, account);
+    }
+
+    /// @dev The address of account `id` (the zero address for 0, "none").
+    function _accountAddress(uint32 id) internal view returns (address) {
+        return _accountAddresses[id];
     }
 
     /// @return epoch the allowance epoch the fee was taken under (none when a cut's grace paid it).
@@ -240,6 +272,12 @@ abstract contract PrepaidAccounts is OperatorDirectory, ReentrancyGuard {
     function _sendValue(address to, uint256 amount) internal {
         (bool ok, ) = to.call{value: amount}("");
         if (!ok) revert TransferFailed(to, amount);
+    }
+
+    function _assignAccountId(address user, Account storage account) private returns (uint32 id) {
+        id = ++_lastAccountId;
+        account.id = id;
+        _accountAddresses[id] = user;
     }
 
     function _requireValidDelegate(address user, address delegate) private pure {

@@ -43,7 +43,7 @@ struct Session {
     bytes publicKey;
 }
 
-/// @notice A job as returned by `getJob` (JobBook keeps it packed in two slots, plus the response hash).
+/// @notice A job as returned by `getJob` (JobBook keeps it packed in one slot, plus the response hash).
 /// @dev `deadline` is set while Submitted; `completedAt` once Completed (kept when Released or refunded
 /// after a dispute); `failedAt` while Failed (kept when refunded).
 struct Job {
