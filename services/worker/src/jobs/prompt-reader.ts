@@ -93,23 +93,23 @@ export class PromptReader {
     return prompt;
   }
 
-  async #fetch(versionedHash: string, blockNumber: number): Promise<Uint8Array> {
-    const known = this.#blobs.verified(versionedHash);
-    if (known) return known;
-    const attempts = this.#options.blobFetchAttempts ?? 3;
-    for (let attempt = 1; ; attempt += 1) {
-      try {
-        return await this.#options.blobSource.fetchBlob(versionedHash, { blockNumber });
-      } catch (error) {
-        if (attempt >= attempts) {
-          throw new JobRefusedError(
-            'blob_unavailable',
-            error instanceof BlobNotFoundError ? 'the prompt blob was not found' : 'the blob source failed',
-            { cause: error },
-          );
+  #fetch(versionedHash: string, blockNumber: number): Promise<Uint8Array> {
+    return this.#blobs.blobOf(versionedHash, async () => {
+      const attempts = this.#options.blobFetchAttempts ?? 3;
+      for (let attempt = 1; ; attempt += 1) {
+        try {
+          return await this.#options.blobSource.fetchBlob(versionedHash, { blockNumber });
+        } catch (error) {
+          if (attempt >= attempts) {
+            throw new JobRefusedError(
+              'blob_unavailable',
+              error instanceof BlobNotFoundError ? 'the prompt blob was not found' : 'the blob source failed',
+              { cause: error },
+            );
+          }
+          await sleep(this.#options.blobRetryDelayMs ?? 500);
         }
-        await sleep(this.#options.blobRetryDelayMs ?? 500);
       }
-    }
+    });
   }
 }

@@ -70,4 +70,48 @@ describe('PromptReader', () => {
     expect(fetched).toHaveLength(1);
     expect(computed).toBe(1);
   });
+
+  it('reads the jobs of one blob announced before their offers with one fetch; a failed fetch is tried again', async () => {
+    const sidecar = blobSidecarOf(new Uint8Array([1, 2, 3]), new Uint8Array([4, 5, 6]));
+    let fetches = 0;
+    let failNext = true;
+    const blobSource: BlobSource = {
+      fetchBlob: async () => {
+        fetches += 1;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        if (failNext) {
+          failNext = false;
+          throw new Error('source down');
+        }
+        return sidecar.data;
+      },
+    };
+    const reader = new PromptReader({
+      blobSource,
+      chainId: 31337n,
+      jobRegistry: '0x00000000000000000000000000000000000000dd',
+      models: [],
+      blobFetchAttempts: 1,
+    });
+    const jobAt = (promptIndex: number) =>
+      ({ promptBlobHash: sidecar.versionedHash, promptIndex, sessionId: 1n }) as never;
+    const read = (promptIndex: number) => reader.read(jobAt(promptIndex), {} as never, {} as never, 1);
+    // The source fails: every job that waited on that fetch is refused, nothing remembered.
+    const first = await Promise.allSettled([read(0), read(1)]);
+    expect(first.map((outcome) => outcome.status === 'rejected' && outcome.reason.reason)).toEqual([
+      'blob_unavailable',
+      'blob_unavailable',
+    ]);
+    expect(fetches).toBe(1);
+    // Then one fetch serves the batch's three jobs (each refused later, for want of a session key).
+    const reads = await Promise.allSettled([read(0), read(1), read(0)]);
+    expect(reads.map((outcome) => outcome.status === 'rejected' && outcome.reason.reason)).toEqual([
+      'undecryptable_prompt',
+      'undecryptable_prompt',
+      'undecryptable_prompt',
+    ]);
+    expect(fetches).toBe(2);
+    await read(1).catch(() => undefined);
+    expect(fetches).toBe(2);
+  });
 });
