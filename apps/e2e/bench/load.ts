@@ -7,7 +7,7 @@
 // commitments and proofs and the workers' commitment checks), and the jobs per submission transaction and
 // per blob. Each figure beside the one measured on main before batching.
 //
-//   npm run bench:load -w @svc/e2e [-- --wallets 20 --seconds 30 --block-time 0 --linger 0ms]
+//   npm run bench:load -w @svc/e2e [-- --wallets 20 --seconds 30 --block-time 0 --linger 600ms --max-wait 600ms]
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,7 +23,9 @@ const { values } = parseArgs({
     wallets: { type: 'string', default: '20' },
     seconds: { type: 'string', default: '30' },
     'block-time': { type: 'string', default: '0' },
-    linger: { type: 'string', default: '0ms' },
+    // Unset: the job-orchestrator's defaults (docs/configuration.md).
+    linger: { type: 'string' },
+    'max-wait': { type: 'string' },
   },
 });
 const walletCount = Number(values.wallets);
@@ -48,15 +50,21 @@ const median = (samples: number[]): number => {
   return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
 };
 
-/** The server's KZG work so far, summed over operations, from its Prometheus text. */
-async function kzgWork(metricsUrl: string): Promise<{ operations: number; seconds: number }> {
+/** The server's KZG work so far, from its Prometheus text: in all, and operations by kind. */
+async function kzgWork(
+  metricsUrl: string,
+): Promise<{ operations: number; seconds: number; byOperation: Record<string, number> }> {
   const text = await (await fetch(metricsUrl)).text();
-  const sum = (name: string) =>
-    [...text.matchAll(new RegExp(`^${name}\\{[^}]*\\} (\\S+)$`, 'gm'))].reduce(
-      (total, match) => total + Number(match[1]),
-      0,
+  const samples = (name: string) =>
+    [...text.matchAll(new RegExp(`^${name}\\{operation="(\\w+)"\\} (\\S+)$`, 'gm'))].map(
+      (match) => [match[1]!, Number(match[2])] as const,
     );
-  return { operations: sum('svc_kzg_operations_total'), seconds: sum('svc_kzg_seconds_total') };
+  const sum = (name: string) => samples(name).reduce((total, [, value]) => total + value, 0);
+  return {
+    operations: sum('svc_kzg_operations_total'),
+    seconds: sum('svc_kzg_seconds_total'),
+    byOperation: Object.fromEntries(samples('svc_kzg_operations_total')),
+  };
 }
 
 const stateDir = mkdtempSync(join(tmpdir(), 'svc-load-'));
@@ -71,7 +79,8 @@ const stack = await Stack.start(
     DEVNET_PORT: '0',
     DEVNET_FILE: join(stateDir, 'devnet.json'),
     DEVNET_BLOCK_TIME: values['block-time'],
-    SUBMIT_BATCH_LINGER: values.linger,
+    ...(values.linger ? { SUBMIT_BATCH_LINGER: values.linger } : {}),
+    ...(values['max-wait'] ? { SUBMIT_BATCH_MAX_WAIT: values['max-wait'] } : {}),
     // Enough session opens for every wallet's first call.
     SESSION_OPENS_PER_MINUTE: '120',
     SESSION_OPENS_UNPAID_PER_MINUTE: '120',
@@ -155,6 +164,10 @@ try {
   let blobGas = 0n;
   let jobs = 0;
   let submissionTransactions = 0;
+  let submissionGas = 0n;
+  let commitments = 0;
+  let commitTransactions = 0;
+  let commitGas = 0n;
   let blobs = 0;
   for (let number = startBlock; number <= endBlock; number++) {
     const block = await provider.getBlock(number);
@@ -163,13 +176,21 @@ try {
       if (receipt.to?.toLowerCase() !== registryAddress) continue;
       gas += receipt.gasUsed;
       blobGas += receipt.blobGasUsed ?? 0n;
-      const submitted = receipt.logs.filter(
-        (log) =>
-          log.address.toLowerCase() === registryAddress &&
-          jobRegistryInterface.parseLog(log)?.name === 'JobSubmitted',
-      ).length;
+      const events = receipt.logs
+        .filter((log) => log.address.toLowerCase() === registryAddress)
+        .map((log) => jobRegistryInterface.parseLog(log)?.name);
+      const submitted = events.filter((name) => name === 'JobSubmitted').length;
+      const completed = events.filter((name) => name === 'JobCompleted').length;
       jobs += submitted;
-      if (submitted > 0) submissionTransactions += 1;
+      if (submitted > 0) {
+        submissionTransactions += 1;
+        submissionGas += receipt.gasUsed;
+      }
+      if (completed > 0) {
+        commitments += completed;
+        commitTransactions += 1;
+        commitGas += receipt.gasUsed;
+      }
       blobs += Number((receipt.blobGasUsed ?? 0n) / BLOB_GAS_PER_BLOB);
     }
   }
@@ -195,7 +216,7 @@ try {
     ['KZG thread ms per completion', BEFORE.kzgMsPerCompletion, kzgMsPerCompletion, '≤ 15.6'],
   ] as const;
   console.log(
-    `${walletCount} wallets back to back for ${seconds} s at ${values['block-time']} s blocks, linger ${values.linger}: ` +
+    `${walletCount} wallets back to back for ${seconds} s at ${values['block-time']} s blocks, linger ${values.linger ?? 'default'}: ` +
       `${durations.length} calls answered in the window (${failures} failed), blocks ${startBlock}-${endBlock}`,
   );
   console.table(
@@ -211,6 +232,16 @@ try {
     `${jobs} jobs in ${submissionTransactions} submission transactions (${(jobs / Math.max(1, submissionTransactions)).toFixed(1)} a transaction), ` +
       `${blobs} blobs (${(jobs / Math.max(1, blobs)).toFixed(1)} prompts a blob); ${gas.toLocaleString('en-US')} gas, ${blobGas.toLocaleString('en-US')} blob gas`,
   );
+  const perJob = (total: bigint, count: number) => (count === 0 ? 0 : Number(total) / count).toFixed(0);
+  console.log(
+    `gas a job: ${perJob(submissionGas, jobs)} in submissions, ${perJob(commitGas, commitments)} in commitments ` +
+      `(${commitments} in ${commitTransactions} transactions, ${(commitments / Math.max(1, commitTransactions)).toFixed(1)} a transaction); ` +
+      `the rest (sessions opened and claimed) ${perJob(gas - submissionGas - commitGas, jobs)}`,
+  );
+  const kzgByOperation = Object.entries(kzgAfter.byOperation).map(
+    ([operation, count]) => `${count - (kzgBefore.byOperation[operation] ?? 0)} ${operation}s`,
+  );
+  console.log(`KZG work in the window: ${kzgByOperation.join(', ')}`);
 } finally {
   await stack.stopWithin(30_000);
   rmSync(stateDir, { recursive: true, force: true });

@@ -94,6 +94,27 @@ describe('CallBatcher', () => {
     expect(batches.map((batch) => batch.names)).toEqual([['a', 'b']]);
   });
 
+  it('lingers only while mayLinger says more requests are likely: alone, a request closes at once', async () => {
+    let busy = false;
+    const { batches, add } = batcherOf({ lingerMs: 150, maxWaitMs: 300, mayLinger: () => busy });
+    const started = Date.now();
+    void add('alone');
+    await sleep(5);
+    expect(batches.map((batch) => batch.names)).toEqual([['alone']]);
+    expect(batches[0]!.closedAt - started).toBeLessThan(50);
+    batches[0]!.sign();
+    await sleep(5);
+
+    busy = true;
+    void add('a');
+    await sleep(20);
+    void add('b');
+    expect(batches).toHaveLength(1);
+    await sleep(200);
+    expect(batches.map((batch) => batch.names)).toEqual([['alone'], ['a', 'b']]);
+    expect(batches[1]!.closedAt - batches[0]!.closedAt).toBeGreaterThanOrEqual(150);
+  });
+
   it('tells every request of a batch that failed before signing, and goes on with the next', async () => {
     const { batches, add } = batcherOf();
     const first = [add('a'), add('b')];

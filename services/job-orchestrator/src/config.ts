@@ -80,12 +80,18 @@ export const jobOrchestratorConfigShape = {
     default: '250ms',
   }),
   SUBMIT_BATCH_LINGER: env.durationMs({
-    doc: 'How long a batch of job submissions (one transaction, one blob) stays open for more jobs when no batch is being prepared ahead of it; 0 closes it at once, so a call on an idle service waits for nobody. Under load, calls arriving while a batch is prepared share the next one whatever this is (docs/protocol.md, Batches).',
-    default: '0ms',
+    doc: 'How long a batch of job submissions (one transaction, one blob) stays open for more jobs when no batch is being prepared ahead of it and the replica is busy (at least SUBMIT_BATCH_LINGER_SIBLINGS other calls waiting for their answers); otherwise it closes at once, so a call on a quiet service waits for nobody. Calls arriving while a batch is prepared share the next one whatever this is (docs/protocol.md, Batches).',
+    default: '600ms',
+  }),
+  SUBMIT_BATCH_LINGER_SIBLINGS: env.int({
+    doc: "How many other calls must be waiting for their answers on this replica before a batch lingers (SUBMIT_BATCH_LINGER), like PostgreSQL's commit_siblings: more than the replica answers at once before calls queue for its CPU, so it lingers only when holding calls back saves more than it costs.",
+    default: 10,
+    min: 0,
+    max: 10_000,
   }),
   SUBMIT_BATCH_MAX_WAIT: env.durationMs({
     doc: 'The longest a job submission waits for its batch to close, even while the batch ahead of it is still being prepared; at least SUBMIT_BATCH_LINGER.',
-    default: '250ms',
+    default: '600ms',
   }),
   SUBMIT_BATCH_MAX_JOBS: env.int({
     doc: 'Job submissions in one batch at most (a blob holds at most 256 prompts; a batch also closes when its blob is full).',

@@ -13,6 +13,7 @@ import type { JobOrchestratorConfig } from './config.js';
 import { ServiceChain } from './chain/service-chain.js';
 import { AnswerRelay } from './completions/answer-relay.js';
 import { CompletionRunner } from './completions/completion-runner.js';
+import { WaitingCalls } from './completions/waiting-calls.js';
 import { ModelCatalogue } from './completions/model-catalogue.js';
 import { PaymentPaths } from './completions/payment-paths/payment-paths.js';
 import { ReplyKeyEscrow } from './completions/reply-key-escrow.js';
@@ -177,8 +178,10 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     pollIntervalMs: config.TX_POLL_INTERVAL,
     replaceAfterMs: config.TX_REPLACE_AFTER,
   });
+  const waiting = new WaitingCalls();
   const serviceChain = new ServiceChain(chain, sender, principal.address, metrics, {
     lingerMs: config.SUBMIT_BATCH_LINGER,
+    mayLinger: () => waiting.count > config.SUBMIT_BATCH_LINGER_SIBLINGS,
     maxWaitMs: config.SUBMIT_BATCH_MAX_WAIT,
     maxCalls: config.SUBMIT_BATCH_MAX_JOBS,
   });
@@ -277,6 +280,7 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
     // A replica that dies leaves its jobs to the keeper this soon.
     runMarkTtlMs: 15_000,
     metrics,
+    waiting,
     logger,
   });
   const keeper = new JobKeeper({

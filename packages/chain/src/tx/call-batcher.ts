@@ -1,10 +1,16 @@
 /** When calls close into a batch: one transaction (JobRegistry's `batch`, docs/protocol.md, Batches). */
 export interface BatchPolicy {
   /**
-   * How long a batch stays open for more jobs when no batch is being prepared ahead of it. 0: it closes
-   * at once (after the current tick), so a call on an idle service waits for nobody.
+   * How long a batch stays open for more jobs when no batch is being prepared ahead of it (and
+   * `mayLinger` allows it). 0: it closes at once (after the current tick), so a call waits for nobody.
    */
   readonly lingerMs: number;
+  /**
+   * Asked when a batch would linger: whether enough other work is under way that more requests are
+   * likely within the linger (the job-orchestrator: other calls waiting for their answers, like
+   * PostgreSQL's `commit_siblings`). Without it, a batch always lingers.
+   */
+  readonly mayLinger?: () => boolean;
   /** No call waits longer for its batch to close, even while the batch ahead is still being sent. */
   readonly maxWaitMs: number;
   /** Calls in one batch at most. */
@@ -70,11 +76,14 @@ export class CallBatcher<R, T> {
     });
   }
 
-  /** Arms the one timer that closes the open batch: after the linger when nothing is ahead, else at the
-   * latest after maxWaitMs (a batch ahead that is signed first closes it earlier, see #close). */
+  /** Arms the one timer that closes the open batch: after the linger when nothing is ahead (none when
+   * `mayLinger` says no), else at the latest after maxWaitMs (a batch ahead that is signed first closes it
+   * earlier, see #close). */
   #schedule(): void {
     if (this.#open.length === 0) return;
-    const limit = this.#ahead === 0 ? this.#policy.lingerMs : this.#policy.maxWaitMs;
+    const { lingerMs, maxWaitMs, mayLinger } = this.#policy;
+    const linger = lingerMs > 0 && (mayLinger?.() ?? true) ? lingerMs : 0;
+    const limit = this.#ahead === 0 ? linger : maxWaitMs;
     const left = Math.max(0, this.#openedAt + limit - Date.now());
     clearTimeout(this.#timer);
     // Not unref'd: a process whose only work is a request waiting here (a worker committing saved answers

@@ -24,6 +24,7 @@ import {
 import type { PaymentPaths } from './payment-paths/payment-paths.js';
 import { preparePrompt, sealPrompt, type PreparedPrompt } from './prompt-envelope.js';
 import { SubmittedJobRun, type RunningMark } from './submitted-job-run.js';
+import type { WaitingCalls } from './waiting-calls.js';
 
 /** A job its call tracked and marked run before signing its submission. */
 interface RecordedJob {
@@ -62,6 +63,8 @@ export interface CompletionRunnerOptions {
   /** How long a job's `running` mark outlives the call holding it (renewed while the call lives). */
   readonly runMarkTtlMs: number;
   readonly metrics: Pick<JobOrchestratorMetrics, 'callStarted'>;
+  /** Counts each call until its caller has the answer (or an error). */
+  readonly waiting: WaitingCalls;
   readonly logger: Logger;
 }
 
@@ -91,12 +94,14 @@ export class CompletionRunner {
   run(call: CompletionCall, signal: AbortSignal): AsyncIterable<CompletionEvent> {
     const events = new AsyncQueue<CompletionEvent>();
     const observed = this.options.metrics.callStarted();
+    const answered = this.options.waiting.begin();
     // A caller that left ended the queue: the run goes on, its events go nowhere but to the metrics.
     const emit = (event: CompletionEvent): void => {
       if (event.case === 'started') observed.firstOutput();
       else if (event.case === 'completed') observed.ended('answered');
       else if (event.case === 'failed')
         observed.ended(event.jobSubmitted ? 'failed' : 'refused', event.error.code);
+      if (event.case === 'completed' || event.case === 'failed') answered();
       if (events.isEnded) return;
       events.push(event);
       // The caller's stream ends with its answer or error: what the run does after (checking the
@@ -105,6 +110,7 @@ export class CompletionRunner {
     };
     const run = new CompletionRun(this.options, call, signal, emit);
     const execution = run.execute().finally(() => {
+      answered();
       events.end();
       this.#running.delete(execution);
     });

@@ -19,6 +19,7 @@ import { SubmissionOutcomeUnknownError, type BeforeSigning } from '../../src/cha
 import type { SettlementOutcome } from '../../src/completions/per-call-settlement.js';
 import type { CallIdentity, LifecycleStep } from '../../src/events/lifecycle-events.js';
 import type { PromptPlace } from '../../src/keeper/pending-submissions.js';
+import { WaitingCalls } from '../../src/completions/waiting-calls.js';
 import { JobOrchestratorMetrics } from '../../src/observability/job-orchestrator-metrics.js';
 
 // The completion runner with every chain, store and worker part faked: each payment path through
@@ -177,6 +178,7 @@ class Fakes {
       enabled: true,
       runMarkTtlMs: 60_000,
       metrics: new JobOrchestratorMetrics(),
+      waiting: new WaitingCalls(),
       logger,
     };
   }
@@ -280,10 +282,18 @@ describe('the completion runner on the signed final (fakes)', () => {
     ];
     const events: CompletionEvent[] = [];
     const runner = fakes.runner;
+    const waiting: number[] = [];
     // The caller's stream ends while the commitment is still awaited.
-    for await (const event of runner.run(fakes.delegateCall(), new AbortController().signal))
+    for await (const event of runner.run(fakes.delegateCall(), new AbortController().signal)) {
       events.push(event);
+      waiting.push(fakes.options.waiting.count);
+    }
     expect(fakes.kinds()).toEqual(['SUBMITTED']);
+    // The caller counts as waiting (a batch may linger for company) until it has its answer, not while
+    // the run goes on for the commitment.
+    expect(waiting[0]).toBe(1);
+    expect(waiting.at(-1)).toBe(0);
+    expect(runner.inFlight).toBe(1);
     commit();
     await runner.drain(5_000);
     await new Promise((resolve) => setImmediate(resolve));

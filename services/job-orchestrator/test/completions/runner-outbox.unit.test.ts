@@ -18,6 +18,7 @@ import {
 } from '../../src/completions/payment-paths/delegate-path.js';
 import { UnconfirmedFees } from '../../src/completions/payment-paths/unconfirmed-fees.js';
 import { LIFECYCLE_OUTBOX, LifecyclePublisher } from '../../src/events/lifecycle-events.js';
+import { WaitingCalls } from '../../src/completions/waiting-calls.js';
 import { JobOrchestratorMetrics } from '../../src/observability/job-orchestrator-metrics.js';
 import { stopCompletions } from '../../src/service.js';
 
@@ -105,6 +106,7 @@ function runnerWith(
     enabled: true,
     runMarkTtlMs: 60_000,
     metrics: new JobOrchestratorMetrics(),
+    waiting: new WaitingCalls(),
     logger,
   };
   const runner = new CompletionRunner(fakes as unknown as CompletionRunnerOptions);
