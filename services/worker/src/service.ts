@@ -119,8 +119,8 @@ async function startSteps(
     linkConnected: channel instanceof WorkerLink && channel.connected,
   }));
   const scheduler: JobScheduler = new JobScheduler({
-    run: async (assignment, signal) => {
-      const outcome = await runner.run(assignment, signal);
+    run: async (assignment, signal, answered) => {
+      const outcome = await runner.run(assignment, signal, answered);
       metrics.jobFinished(outcome);
       if (outcome === 'completed') await earnings.noteCompleted(assignment.jobId);
       return outcome;

@@ -99,9 +99,11 @@ export class JobRunner {
   readonly #options: JobRunnerOptions;
   readonly #bounds: PendingJobBounds;
   readonly #unconfirmed: UnconfirmedWork;
-  /** Jobs started before inclusion: the chain's announcement of one joins it instead of starting again. */
-  readonly #pending = new Map<bigint, Promise<JobOutcome>>();
-  /** The jobs of one batch share a blob: its commitment is checked once. */
+  /**
+   * Jobs started before inclusion: the chain's announcement of one joins it instead of starting again.
+   * `answered` settles once the model is done with it (its answer made, or given up).
+   */
+  readonly #pending = new Map<bigint, { outcome: Promise<JobOutcome>; answered: Promise<void> }>();
   /**
    * Offers still being checked. The chain's announcement of such a job (with instant blocks it may come
    * while the offer's own reads are out) waits for the decision: it joins the run the offer starts, and only
@@ -190,11 +192,14 @@ export class JobRunner {
       throw error;
     }
     const target = checked;
-    const outcome = this.#runPending(target, prompt, signal).finally(() => {
+    let markAnswered!: () => void;
+    const answered = new Promise<void>((resolve) => (markAnswered = resolve));
+    const outcome = this.#runPending(target, prompt, signal, markAnswered).finally(() => {
+      markAnswered();
       this.#unconfirmed.release(target.jobId);
       this.#pending.delete(target.jobId);
     });
-    this.#pending.set(target.jobId, outcome);
+    this.#pending.set(target.jobId, { outcome, answered });
     return { accepted: true, outcome };
   }
 
@@ -220,6 +225,7 @@ export class JobRunner {
     target: { jobId: bigint; sessionId: bigint; promptBlobHash: string; promptIndex: number },
     prompt: Prompt,
     signal: AbortSignal,
+    answered: () => void,
   ): Promise<JobOutcome> {
     const { chain, logger: parent } = this.#options;
     const logger = parent.child({ jobId: target.jobId.toString(), attempt: 1, pending: true });
@@ -276,6 +282,7 @@ export class JobRunner {
     } finally {
       clearTimeout(stopTimer);
     }
+    answered();
     if (!answer) {
       // The model failed; the job is on chain now, so it is failed like any other.
       if (isOurs(job, this.#options.worker) && job.attempt === 1) {
@@ -344,7 +351,7 @@ export class JobRunner {
     await this.#offering.get(assignment.jobId);
     const pending = this.#pending.get(assignment.jobId);
     if (pending) {
-      await pending;
+      await pending.outcome;
       return;
     }
     const job = await this.#options.chain.getJob(assignment.jobId);
@@ -356,21 +363,33 @@ export class JobRunner {
     await this.#fail(job);
   }
 
-  async run(assignment: JobAssignment, signal: AbortSignal): Promise<JobOutcome> {
+  /**
+   * Runs an announced job to its outcome; `answered` is called once the model is done with it, so the
+   * scheduler's slot serves the next job while the commitment is batched and mined.
+   */
+  async run(
+    assignment: JobAssignment,
+    signal: AbortSignal,
+    answered: () => void = () => {},
+  ): Promise<JobOutcome> {
     const { chain, worker } = this.#options;
     // Started before inclusion: that run commits it (or refuses a replacement).
     await this.#offering.get(assignment.jobId);
     const pending = this.#pending.get(assignment.jobId);
-    if (pending) return pending;
+    if (pending) {
+      void pending.answered.then(answered);
+      return pending.outcome;
+    }
     const job = await chain.getJob(assignment.jobId);
     if (job.state !== JobState.Submitted || job.worker.toLowerCase() !== worker.toLowerCase())
       return 'not-ours';
-    const answered = await this.#commitAnswered(job);
-    if (answered) return answered;
+    const committed = await this.#commitAnswered(job);
+    if (committed) return committed;
     const logger = this.#options.logger.child({ jobId: job.jobId.toString(), attempt: job.attempt });
     let answer: SignedFinalAnswer;
     try {
       answer = await this.#serve(job, assignment, signal);
+      answered();
     } catch (error) {
       // Anything but a refusal is this worker's own trouble (an RPC outage, say); the job still fails at once.
       const reason = error instanceof JobRefusedError ? error.reason : 'internal_error';

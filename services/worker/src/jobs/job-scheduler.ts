@@ -3,8 +3,11 @@ import type { JobRefusalReason } from './job-refusal.js';
 import type { JobAssignment, JobOutcome } from './job-runner.js';
 
 export interface JobSchedulerOptions {
-  /** Runs one job to its outcome. */
-  readonly run: (assignment: JobAssignment, signal: AbortSignal) => Promise<JobOutcome>;
+  /**
+   * Runs one job to its outcome, calling `answered` once it no longer needs the model (its answer made, or
+   * none to make): its slot then goes to the next job while the answer's commitment is mined.
+   */
+  readonly run: (assignment: JobAssignment, signal: AbortSignal, answered: () => void) => Promise<JobOutcome>;
   /** Gives up a job the worker cannot take (failJob at once). */
   readonly refuse: (assignment: JobAssignment, reason: JobRefusalReason) => Promise<void>;
   /** Concurrent jobs (announced in heartbeats as free job slots). */
@@ -40,8 +43,9 @@ export class JobScheduler {
     this.#options = options;
   }
 
+  /** Slots no job holds or waits for (a job committing its answer holds none). */
   get freeJobSlots(): number {
-    return this.#draining ? 0 : Math.max(this.#options.capacity - this.#running.size, 0);
+    return this.#draining ? 0 : Math.max(this.#options.capacity - this.#wantingSlots(), 0);
   }
 
   get runningJobs(): number {
@@ -58,7 +62,7 @@ export class JobScheduler {
     const already = this.#running.get(assignment.jobId) ?? this.#refusing.get(assignment.jobId);
     if (already) return already;
     const maxWaiting = this.#options.maxWaiting ?? this.#options.capacity;
-    const full = this.#running.size >= this.#options.capacity + maxWaiting;
+    const full = this.#wantingSlots() >= this.#options.capacity + maxWaiting;
     if (this.#draining || full) {
       const refusing = this.#guard(assignment, () =>
         this.#options.refuse(assignment, this.#draining ? 'draining' : 'no_free_slot'),
@@ -69,11 +73,17 @@ export class JobScheduler {
     this.#sessionsInUse.set(sessionId, (this.#sessionsInUse.get(sessionId) ?? 0) + 1);
     const running = this.#guard(assignment, async () => {
       await this.#slot();
+      let holdsSlot = true;
+      const freeSlot = () => {
+        if (!holdsSlot) return;
+        holdsSlot = false;
+        this.#releaseSlot();
+      };
       let outcome;
       try {
-        outcome = await this.#options.run(assignment, this.#abort.signal);
+        outcome = await this.#options.run(assignment, this.#abort.signal, freeSlot);
       } finally {
-        this.#releaseSlot();
+        freeSlot();
       }
       this.#options.logger.info({ jobId: assignment.jobId.toString(), outcome }, 'job finished');
     }).finally(() => {
@@ -107,6 +117,11 @@ export class JobScheduler {
     }
     // The slot is handed over by the job that ends, so no newcomer can slip in between.
     await new Promise<void>((resolve) => this.#waiting.push(resolve));
+  }
+
+  /** Jobs holding a slot or queued for one. */
+  #wantingSlots(): number {
+    return this.#active + this.#waiting.length;
   }
 
   #releaseSlot(): void {

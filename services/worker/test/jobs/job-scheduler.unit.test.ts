@@ -45,6 +45,38 @@ describe('JobScheduler', () => {
     expect(scheduler.freeJobSlots).toBe(2);
   });
 
+  it('gives a slot to the next job once a job is answered, while its commitment is still mined', async () => {
+    const commits: (() => void)[] = [];
+    const started: bigint[] = [];
+    const scheduler = new JobScheduler({
+      capacity: 1,
+      maxWaiting: 1,
+      logger,
+      run: async (assignment, _signal, answered): Promise<JobOutcome> => {
+        started.push(assignment.jobId);
+        answered();
+        // The commitment: batched and mined later.
+        await new Promise<void>((resolve) => commits.push(resolve));
+        return 'completed';
+      },
+      refuse: async () => undefined,
+    });
+    const submit = (jobId: bigint) => scheduler.submit({ jobId, sessionId: jobId, blockNumber: 1 }, jobId);
+    const tick = () => new Promise((resolve) => setImmediate(resolve));
+    const jobs = [];
+    for (const jobId of [1n, 2n, 3n]) {
+      jobs.push(submit(jobId));
+      await tick();
+    }
+    // Each answered job handed its slot on: none was refused, none waits, and the slot is free for the next.
+    expect(started).toEqual([1n, 2n, 3n]);
+    expect(scheduler.freeJobSlots).toBe(1);
+    expect(scheduler.usesSession(1n)).toBe(true);
+    for (const commit of commits) commit();
+    await Promise.all(jobs);
+    expect(scheduler.usesSession(1n)).toBe(false);
+  });
+
   it('keeps the capacity under waves of concurrent submissions', async () => {
     const { submit, ran, peak } = harness(3, 100);
     const waves = [];
