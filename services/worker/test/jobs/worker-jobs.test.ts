@@ -207,3 +207,37 @@ describe('fault switches of the built-in model', () => {
     expect(primary.channel.errors).toContainEqual({ jobId: job.jobId, attempt: 1, reason: 'model_failed' });
   }, 40_000);
 });
+
+describe("a worker's slots and commitments", () => {
+  it('gives its slot to the next job once a job is answered, so both answers share one commitment batch', async () => {
+    const net = devnet();
+    const single = await startTestWorker(net, {
+      wallet: await fundedWorkerWallet(net),
+      dataDir: await makeDataDir(),
+      settings: { capacity: 1 },
+    });
+    try {
+      const session = await service.openSession(single.worker.address, MODEL.name);
+      await service.waitForClaim(session);
+      // The second job lands while the first is answered or its commitment held: with the slot kept until
+      // the commitment was mined, the second could only start after it, in a later commitment.
+      const first = await service.submitJob(session, MODEL.name, ask('What is one plus one?'));
+      const second = await service.submitJob(session, MODEL.name, ask('What is two plus two?'));
+      for (const job of [first, second]) {
+        expect((await service.waitForOutcome(job.jobId)).state).toBe(JobState.Completed);
+      }
+      const registry = connectJobRegistry(net.deployment.jobRegistryAddress, net.provider);
+      const committed = await registry.queryFilter(
+        registry.filters.JobCompleted(),
+        net.deployment.deploymentBlock,
+      );
+      const transactionOf = (jobId: bigint) =>
+        committed.find((log) => log.args.jobId === jobId)?.transactionHash;
+      expect(transactionOf(first.jobId)).toBeDefined();
+      expect(transactionOf(second.jobId)).toBe(transactionOf(first.jobId));
+    } finally {
+      await single.worker.stop();
+      await removeDataDir(single.dataDir);
+    }
+  });
+});
