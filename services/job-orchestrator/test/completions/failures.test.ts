@@ -284,10 +284,15 @@ describe('a submission something else overtakes before it is mined', () => {
       (seen) => seen,
       { what: 'the submission in the mempool', timeoutMs: 15_000 },
     );
-  /** A pooled session of the healthy worker's, answered once (the faulty worker fails the first attempt). */
+  /**
+   * A pooled session of the healthy worker's, answered once (the faulty worker fails the first attempt),
+   * that answer's commitment mined: a worker holds its commitments a second, and a `closeSession` sent
+   * meanwhile would queue behind the commitment in the worker's nonces, mined after the submission.
+   */
   const pooledSession = async (wallet: string) => {
-    const warm = await stack.complete(wallet, 'warm up');
-    return BigInt(completionOf(warm)!.service!.sessionId);
+    const warm = completionOf(await stack.complete(wallet, 'warm up'))!;
+    await eventually(warm.service!.jobId, JobLifecycleKind.ANSWERED);
+    return BigInt(warm.service!.sessionId);
   };
 
   it('cannot be the payer: its closeSession of the service session it pays in reverts, and the call is answered', async () => {
