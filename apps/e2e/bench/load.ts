@@ -141,6 +141,8 @@ try {
   const deadline = started + seconds * 1_000;
   const durations: number[] = [];
   let failures = 0;
+  /** Failed calls by HTTP status and error code. */
+  const failureCodes = new Map<string, number>();
   await Promise.all(
     clients.map(async (client, index) => {
       for (let turn = 0; performance.now() < deadline; turn++) {
@@ -148,8 +150,11 @@ try {
         try {
           await call(client, `wallet ${index}, question ${turn}: what is ${index} + ${turn}?`);
           if (performance.now() <= deadline) durations.push(performance.now() - callStarted);
-        } catch {
+        } catch (error) {
           failures += 1;
+          const { status, code } = error as { status?: number; code?: string };
+          const key = `${status ?? 'no status'} ${code ?? (error as Error).message}`;
+          failureCodes.set(key, (failureCodes.get(key) ?? 0) + 1);
         }
       }
     }),
@@ -217,7 +222,7 @@ try {
   ] as const;
   console.log(
     `${walletCount} wallets back to back for ${seconds} s at ${values['block-time']} s blocks, linger ${values.linger ?? 'default'}: ` +
-      `${durations.length} calls answered in the window (${failures} failed), blocks ${startBlock}-${endBlock}`,
+      `${durations.length} calls answered in the window (${failures} failed${failures ? `: ${[...failureCodes].map(([key, count]) => `${key} ×${count}`).join(', ')}` : ''}), blocks ${startBlock}-${endBlock}`,
   );
   console.table(
     rows.map(([figure, before, now, target]) => ({
