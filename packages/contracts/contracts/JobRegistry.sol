@@ -131,29 +131,35 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
 
     /// @notice Proves the worker signed (EIP-712 `FinalAnswer`) a final answer for the job's current
     /// attempt other than the one it committed: the payer is refunded and the worker slashed in the
-    /// payer's favour.
+    /// payer's favour. `commitBatch` is every answer hash of the job's commit batch, in order (the
+    /// `JobCompleted` events of the transaction that committed it; docs/protocol.md, Commit batches).
     /// @dev The signature binds the attempt and its session: a final the same worker signed for an
     /// earlier attempt (one that failed or timed out uncommitted) proves nothing about this one.
-    function disputeMismatch(uint256 jobId, uint256 attempt, bytes calldata ciphertext, bytes calldata signature)
-        external
-        nonReentrant
-    {
+    function disputeMismatch(
+        uint256 jobId,
+        uint256 attempt,
+        bytes calldata ciphertext,
+        bytes calldata signature,
+        bytes32[] calldata commitBatch
+    ) external nonReentrant {
         JobRecord storage job = _jobInState(jobId, JobState.Completed);
         uint256 sessionId = _sessionOf(jobId, job);
-        SessionRecord storage session = _sessions[sessionId];
-        _requireOwnerOrDelegate(session.owner, principalOf(msg.sender));
-        uint256 closedAt = uint256(job.stamp) + _params.disputeWindow;
-        if (block.timestamp > closedAt) revert DisputeWindowClosed(jobId, closedAt);
+        address worker = _sessions[sessionId].worker;
+        _requireOwnerOrDelegate(_sessions[sessionId].owner, principalOf(msg.sender));
+        {
+            uint256 closedAt = uint256(job.stamp) + _params.disputeWindow;
+            if (block.timestamp > closedAt) revert DisputeWindowClosed(jobId, closedAt);
+        }
         if (attempt != job.attempt) revert StaleAttempt(jobId, attempt, job.attempt);
         bytes32 ciphertextHash = keccak256(ciphertext);
-        address signer = ECDSA.recoverCalldata(
-            _finalAnswerDigest(jobId, attempt, sessionId, ciphertextHash),
-            signature
-        );
-        address worker = session.worker;
-        if (signer != worker) revert NotWorkerSignature(jobId, worker, signer);
-        bytes32 responseHash = _responseHashes[jobId];
-        if (ciphertextHash == responseHash) revert ResponseMatchesCommitment(jobId, responseHash);
+        {
+            address signer = ECDSA.recoverCalldata(
+                _finalAnswerDigest(jobId, attempt, sessionId, ciphertextHash),
+                signature
+            );
+            if (signer != worker) revert NotWorkerSignature(jobId, worker, signer);
+        }
+        _requireMismatch(jobId, job, ciphertextHash, commitBatch);
         _refund(jobId, job);
         uint256 slashed = workerRegistry.slash(worker, _params.mismatchSlash, _accountAddress(job.payer));
         emit JobDisputed(jobId, slashed);
@@ -210,6 +216,16 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
         return _hashTypedDataV4(
             keccak256(abi.encode(FINAL_ANSWER_TYPEHASH, jobId, attempt, sessionId, ciphertextHash))
         );
+    }
+
+    function _requireMismatch(
+        uint256 jobId,
+        JobRecord storage job,
+        bytes32 ciphertextHash,
+        bytes32[] calldata commitBatch
+    ) private view {
+        bytes32 responseHash = _committedAnswer(jobId, job, commitBatch);
+        if (ciphertextHash == responseHash) revert ResponseMatchesCommitment(jobId, responseHash);
     }
 
     /// @dev Checks in the order the payment settler reports them, so both name the same failure. The

@@ -33,6 +33,8 @@ const JOB_TIMEOUT = 120;
 const DISPUTE_WINDOW = 900;
 const COMMITTED = hexlify(randomBytes(200));
 const DIFFERENT = hexlify(randomBytes(200));
+/** The commit batch of a job committed alone: its one answer. */
+const COMMIT_BATCH = [keccak256(COMMITTED)];
 
 describe('disputeMismatch', () => {
   const chain = useChain(DEPLOY_CONFIG, async (c) => {
@@ -80,7 +82,7 @@ describe('disputeMismatch', () => {
     const receipt = await mined(
       chain()
         .jobs('user')
-        .disputeMismatch(job.jobId, 1n, DIFFERENT, await sign('worker', job, DIFFERENT)),
+        .disputeMismatch(job.jobId, 1n, DIFFERENT, await sign('worker', job, DIFFERENT), COMMIT_BATCH),
     );
     expect(eventOf(receipt, 'JobDisputed').toObject()).toEqual({ jobId: job.jobId, slashed: slash });
     expect(eventOf(receipt, 'JobRefunded').amount).toBe(FEE);
@@ -99,7 +101,7 @@ describe('disputeMismatch', () => {
     await mined(
       chain()
         .jobs('service')
-        .disputeMismatch(job.jobId, 1n, DIFFERENT, await sign('worker', job, DIFFERENT)),
+        .disputeMismatch(job.jobId, 1n, DIFFERENT, await sign('worker', job, DIFFERENT), COMMIT_BATCH),
     );
     expect(await chain().jobs('stranger').delegateAllowance(address.user, address.service)).toBe(DEPOSIT);
   });
@@ -123,7 +125,7 @@ describe('disputeMismatch', () => {
       await chain().signers.worker.signMessage(getBytes(typedDigest)),
     ]) {
       const decoded = await expectRevert(
-        chain().jobs('user').disputeMismatch(job.jobId, 1n, DIFFERENT, signature),
+        chain().jobs('user').disputeMismatch(job.jobId, 1n, DIFFERENT, signature, COMMIT_BATCH),
         'NotWorkerSignature',
         { jobId: job.jobId, worker: address.worker },
       );
@@ -137,7 +139,7 @@ describe('disputeMismatch', () => {
     await mined(
       chain()
         .jobs('user')
-        .disputeMismatch(job.jobId, 1n, DIFFERENT, await sign('worker', job, DIFFERENT)),
+        .disputeMismatch(job.jobId, 1n, DIFFERENT, await sign('worker', job, DIFFERENT), COMMIT_BATCH),
     );
     expect(await chain().workers('stranger').stakeOf(address.worker)).toBeLessThan(STAKE);
   });
@@ -147,7 +149,7 @@ describe('disputeMismatch', () => {
     await expectRevert(
       chain()
         .jobs('user')
-        .disputeMismatch(job.jobId, 1n, COMMITTED, await sign('worker', job, COMMITTED)),
+        .disputeMismatch(job.jobId, 1n, COMMITTED, await sign('worker', job, COMMITTED), COMMIT_BATCH),
       'ResponseMatchesCommitment',
       { jobId: job.jobId, responseHash: keccak256(COMMITTED) },
     );
@@ -159,7 +161,7 @@ describe('disputeMismatch', () => {
     const { jobId } = job;
     const jobs = chain().jobs('user');
     await expectRevert(
-      jobs.disputeMismatch(jobId, 1n, DIFFERENT, await sign('stranger', job, DIFFERENT)),
+      jobs.disputeMismatch(jobId, 1n, DIFFERENT, await sign('stranger', job, DIFFERENT), COMMIT_BATCH),
       'NotWorkerSignature',
       { jobId, worker: address.worker, signer: address.stranger },
     );
@@ -172,14 +174,14 @@ describe('disputeMismatch', () => {
       await sign('worker', job, COMMITTED),
     ]) {
       const decoded = await expectRevert(
-        jobs.disputeMismatch(jobId, 1n, DIFFERENT, signature),
+        jobs.disputeMismatch(jobId, 1n, DIFFERENT, signature, COMMIT_BATCH),
         'NotWorkerSignature',
       );
       expect(decoded.args.signer).not.toBe(address.worker);
     }
     const valid = await sign('worker', job, DIFFERENT);
     await expectRevert(
-      jobs.disputeMismatch(jobId, 1n, DIFFERENT, toCompact(valid)),
+      jobs.disputeMismatch(jobId, 1n, DIFFERENT, toCompact(valid), COMMIT_BATCH),
       'ECDSAInvalidSignatureLength',
       {
         length: 64n,
@@ -187,7 +189,7 @@ describe('disputeMismatch', () => {
     );
     const highS = toHighS(valid);
     await expectRevert(
-      jobs.disputeMismatch(jobId, 1n, DIFFERENT, highS.signature),
+      jobs.disputeMismatch(jobId, 1n, DIFFERENT, highS.signature, COMMIT_BATCH),
       'ECDSAInvalidSignatureS',
       {
         s: highS.s,
@@ -206,6 +208,7 @@ describe('disputeMismatch', () => {
             attempt,
             DIFFERENT,
             await sign('worker', { ...job, attempt }, DIFFERENT),
+            COMMIT_BATCH,
           ),
         'StaleAttempt',
         { jobId: job.jobId, attempt, currentAttempt: 1n },
@@ -245,13 +248,13 @@ describe('disputeMismatch', () => {
         const { current, stale, staleSignature } = await answeredOnSecondAttempt(into);
         const jobs = chain().jobs('user');
         await expectRevert(
-          jobs.disputeMismatch(current.jobId, stale.attempt, stale.ciphertext, staleSignature),
+          jobs.disputeMismatch(current.jobId, stale.attempt, stale.ciphertext, staleSignature, COMMIT_BATCH),
           'StaleAttempt',
           { jobId: current.jobId, attempt: 1n, currentAttempt: 2n },
         );
         // Claiming it was for the current attempt does not make it so.
         const decoded = await expectRevert(
-          jobs.disputeMismatch(current.jobId, current.attempt, stale.ciphertext, staleSignature),
+          jobs.disputeMismatch(current.jobId, current.attempt, stale.ciphertext, staleSignature, COMMIT_BATCH),
           'NotWorkerSignature',
           { jobId: current.jobId, worker: address.worker },
         );
@@ -268,12 +271,12 @@ describe('disputeMismatch', () => {
       const slash = (await chain().jobs('stranger').parameters()).mismatchSlash;
       const jobs = chain().jobs('user');
       await expectRevert(
-        jobs.disputeMismatch(current.jobId, 2n, COMMITTED, await sign('worker', current, COMMITTED)),
+        jobs.disputeMismatch(current.jobId, 2n, COMMITTED, await sign('worker', current, COMMITTED), COMMIT_BATCH),
         'ResponseMatchesCommitment',
         { jobId: current.jobId, responseHash: keccak256(COMMITTED) },
       );
       const receipt = await mined(
-        jobs.disputeMismatch(current.jobId, 2n, DIFFERENT, await sign('worker', current, DIFFERENT)),
+        jobs.disputeMismatch(current.jobId, 2n, DIFFERENT, await sign('worker', current, DIFFERENT), COMMIT_BATCH),
       );
       expect(eventOf(receipt, 'JobDisputed').toObject()).toEqual({ jobId: current.jobId, slashed: slash });
       expect(eventOf(receipt, 'JobRefunded').amount).toBe(FEE);
@@ -288,7 +291,7 @@ describe('disputeMismatch', () => {
     const { jobId, completedAt } = job;
     const signature = await sign('worker', job, DIFFERENT);
     await expectRevert(
-      chain().jobs('stranger').disputeMismatch(jobId, 1n, DIFFERENT, signature),
+      chain().jobs('stranger').disputeMismatch(jobId, 1n, DIFFERENT, signature, COMMIT_BATCH),
       'NotOwnerOrDelegate',
       {
         owner: address.user,
@@ -298,7 +301,7 @@ describe('disputeMismatch', () => {
     const closedAt = completedAt + BigInt(DISPUTE_WINDOW);
     await clock.setNextBlockTimestamp(Number(closedAt) + 1);
     await expectRevert(
-      chain().jobs('user').disputeMismatch(jobId, 1n, DIFFERENT, signature),
+      chain().jobs('user').disputeMismatch(jobId, 1n, DIFFERENT, signature, COMMIT_BATCH),
       'DisputeWindowClosed',
       {
         jobId,
@@ -307,7 +310,7 @@ describe('disputeMismatch', () => {
     );
     await mined(chain().jobs('stranger').releaseJob(jobId));
     await expectRevert(
-      chain().jobs('user').disputeMismatch(jobId, 1n, DIFFERENT, signature),
+      chain().jobs('user').disputeMismatch(jobId, 1n, DIFFERENT, signature, COMMIT_BATCH),
       'JobStateInvalid',
       {
         state: BigInt(JobState.Released),
@@ -323,6 +326,7 @@ describe('disputeMismatch', () => {
           1n,
           DIFFERENT,
           await sign('worker', { jobId: running.jobId, sessionId }, DIFFERENT),
+          COMMIT_BATCH,
         ),
       'JobStateInvalid',
       { state: BigInt(JobState.Submitted) },
@@ -336,7 +340,7 @@ describe('disputeMismatch', () => {
     await mined(
       chain()
         .jobs('user')
-        .disputeMismatch(job.jobId, 1n, DIFFERENT, await sign('worker', job, DIFFERENT)),
+        .disputeMismatch(job.jobId, 1n, DIFFERENT, await sign('worker', job, DIFFERENT), COMMIT_BATCH),
     );
   });
 
@@ -364,14 +368,14 @@ describe('disputeMismatch', () => {
     const drained = await mined(
       chain()
         .jobs('user')
-        .disputeMismatch(first.jobId, 1n, DIFFERENT, await sign('worker', first, DIFFERENT)),
+        .disputeMismatch(first.jobId, 1n, DIFFERENT, await sign('worker', first, DIFFERENT), COMMIT_BATCH),
     );
     expect(eventOf(drained, 'JobDisputed').slashed).toBe(STAKE);
     expect(await chain().workers('stranger').stakeOf(address.worker)).toBe(0n);
     const nothingLeft = await mined(
       chain()
         .jobs('user')
-        .disputeMismatch(second.jobId, 1n, DIFFERENT, await sign('worker', second, DIFFERENT)),
+        .disputeMismatch(second.jobId, 1n, DIFFERENT, await sign('worker', second, DIFFERENT), COMMIT_BATCH),
     );
     expect(eventOf(nothingLeft, 'JobDisputed').slashed).toBe(0n);
     expect(eventsOf(nothingLeft, 'WorkerSlashed')).toHaveLength(0);

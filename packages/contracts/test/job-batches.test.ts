@@ -1,7 +1,7 @@
 // Many jobs in one transaction (docs/protocol.md, Batches): submissions sharing a transaction and its
 // blobs, commitments sharing a transaction, each call standing or failing on its own.
 import { describe, expect, it } from '@jest/globals';
-import { parseEther, ZeroAddress } from 'ethers';
+import { concat, hexlify, keccak256, parseEther, toUtf8Bytes, ZeroAddress, ZeroHash } from 'ethers';
 import { sendWithBlobs } from '@svc/anvil';
 import { jobRegistryInterface } from '../src/connect.js';
 import { decodeRevertData } from '../src/errors.js';
@@ -10,6 +10,7 @@ import type { Actor } from './support/chain.js';
 import { useChain } from './support/chain.js';
 import { RESPONSE } from './support/jobs.js';
 import { expectRevert } from './support/revert.js';
+import { signFinalAnswer } from './support/signatures.js';
 import {
   DEPLOY_CONFIG,
   DEPOSIT,
@@ -43,8 +44,6 @@ describe('batch', () => {
       blobIndex,
       promptIndex,
     ]);
-  const completion = (jobId: bigint) =>
-    jobRegistryInterface.encodeFunctionData('completeJob', [jobId, RESPONSE]);
 
   /** Sends `batch(calls)` as `actor` with `blobs` blobs; returns the receipt, the blobs' versioned hashes
    * and the calls that failed, decoded from `BatchCallFailed`. */
@@ -172,38 +171,122 @@ describe('batch', () => {
     expect(await job((sessionId << 32n) | 2n)).toMatchObject({ payer: address.user, promptIndex: 3n });
   });
 
-  it('a worker commits several answers in one transaction; one it may not commit fails alone', async () => {
+  it('a worker commits several answers in one transaction, under one root; one it may not commit fails alone and takes no place', async () => {
     const mine = await openActiveSession(chain(), { owner: 'service', worker: 'worker' });
     const theirs = await openActiveSession(chain(), { owner: 'service', worker: 'otherWorker' });
-    const ids = [(mine << 32n) | 1n, (theirs << 32n) | 1n, (mine << 32n) | 2n];
+    const ids = [(mine << 32n) | 1n, (theirs << 32n) | 1n, (mine << 32n) | 2n, (mine << 32n) | 3n];
     await sendBatch(
       'service',
       [
         submission('user', mine, ids[0]!),
         submission('user', theirs, ids[1]!, 0, 1),
         submission('user', mine, ids[2]!, 0, 2),
+        submission('otherUser', mine, ids[3]!, 0, 3),
       ],
       1,
     );
-    const { receipt, failed } = await sendBatch('worker', ids.map(completion));
+    const answers = ids.map((_, index) => keccak256(toUtf8Bytes(`final ${index}`)));
+    const { receipt, failed } = await sendBatch(
+      'worker',
+      ids.map((id, index) => jobRegistryInterface.encodeFunctionData('completeJob', [id, answers[index]])),
+    );
     expect(failed.map(({ index, error }) => [index, error?.name])).toEqual([[1n, 'NotJobWorker']]);
-    expect(eventsOf(receipt, 'JobCompleted').map((event) => event.jobId)).toEqual([ids[0], ids[2]]);
+    const completed = eventsOf(receipt, 'JobCompleted');
+    expect(completed.map((event) => [event.jobId, event.responseHash])).toEqual([
+      [ids[0], answers[0]],
+      [ids[2], answers[2]],
+      [ids[3], answers[3]],
+    ]);
     const completedAt = BigInt((await chain().provider.getBlock(receipt.blockNumber))!.timestamp);
-    for (const id of [ids[0]!, ids[2]!]) {
+    const commitBatch = (await chain().jobs('stranger').getJob(ids[0]!)).commitBatch;
+    // The answers in the order of their events, and nothing of the call that failed.
+    for (const [commitIndex, id] of [ids[0]!, ids[2]!, ids[3]!].entries()) {
       expect(await job(id)).toMatchObject({
         state: BigInt(JobState.Completed),
-        responseHash: RESPONSE,
         completedAt,
         deadline: 0n,
+        commitBatch,
+        commitIndex: BigInt(commitIndex),
+        // The record's place now names the answer, not the prompt.
+        promptBlobHash: ZeroHash,
+        promptIndex: 0n,
       });
     }
+    expect(commitBatch).toBeGreaterThan(0n);
+    let root = ZeroHash;
+    for (const answer of [answers[0]!, answers[2]!, answers[3]!]) root = keccak256(concat([root, answer]));
+    expect(await chain().jobs('stranger').commitRoot(commitBatch)).toBe(root);
     expect((await job(ids[1]!)).state).toBe(BigInt(JobState.Submitted));
+
+    // The next transaction's answers make a batch of their own.
+    const { receipt: next } = await sendBatch('otherWorker', [
+      jobRegistryInterface.encodeFunctionData('completeJob', [ids[1]!, answers[1]]),
+    ]);
+    expect(eventsOf(next, 'JobCompleted')).toHaveLength(1);
+    expect(await job(ids[1]!)).toMatchObject({ commitIndex: 0n });
+    const otherBatch = (await chain().jobs('stranger').getJob(ids[1]!)).commitBatch;
+    expect(otherBatch).not.toBe(commitBatch);
+    expect(await chain().jobs('stranger').commitRoot(otherBatch)).toBe(keccak256(concat([ZeroHash, answers[1]!])));
 
     // Settled as ever: released together once the dispute window has passed.
     await chain().clock.advance(DISPUTE_WINDOW + 1);
     await mined(chain().jobs('stranger').releaseJobs([ids[0]!, ids[2]!]));
     expect((await job(ids[0]!)).state).toBe(BigInt(JobState.Released));
+    expect(await job(ids[0]!)).toMatchObject({ completedAt, commitBatch, commitIndex: 0n });
     expect(await chain().jobs('stranger').earningsOf(chain().address.worker)).toBeGreaterThan(0n);
+  });
+
+  it("disputes an answer committed in a shared batch with the batch's answers, and only with them", async () => {
+    const sessionId = await openActiveSession(chain(), { owner: 'service', worker: 'worker' });
+    const ids = [1n, 2n, 3n].map((sequence) => (sessionId << 32n) | sequence);
+    await sendBatch(
+      'service',
+      ids.map((id, index) => submission(index === 1 ? 'otherUser' : 'user', sessionId, id, 0, index)),
+      1,
+    );
+    const committed = ids.map((_, index) => hexlify(toUtf8Bytes(`committed final ${index}`)));
+    const batchAnswers = committed.map((frame) => keccak256(frame));
+    await sendBatch(
+      'worker',
+      ids.map((id, index) => jobRegistryInterface.encodeFunctionData('completeJob', [id, batchAnswers[index]])),
+    );
+    // The worker signed and delivered another final for the middle job than the one it committed.
+    const delivered = hexlify(toUtf8Bytes('the final the caller was given'));
+    const binding = {
+      chainId: chain().anvil.chainId,
+      jobRegistry: chain().deployment.jobRegistryAddress,
+      jobId: ids[1]!,
+      attempt: 1n,
+      sessionId,
+    };
+    const signature = await signFinalAnswer(chain().signers.worker, binding, delivered);
+    const jobs = chain().jobs('service');
+    const dispute = (batchGiven: string[], frame = delivered, signed = signature) =>
+      jobs.disputeMismatch(ids[1]!, 1n, frame, signed, batchGiven);
+
+    // A list that does not make the root proves nothing: one answer short, out of order, or with the
+    // delivered final's hash put in the job's place.
+    for (const forged of [
+      batchAnswers.slice(0, 2),
+      [batchAnswers[1]!, batchAnswers[0]!, batchAnswers[2]!],
+      [batchAnswers[0]!, keccak256(delivered), batchAnswers[2]!],
+    ]) {
+      await expectRevert(dispute(forged), 'CommitBatchMismatch', { jobId: ids[1], answers: BigInt(forged.length) });
+    }
+    // The final it committed is no mismatch.
+    await expectRevert(
+      dispute(batchAnswers, committed[1], await signFinalAnswer(chain().signers.worker, binding, committed[1]!)),
+      'ResponseMatchesCommitment',
+      { jobId: ids[1], responseHash: batchAnswers[1] },
+    );
+    const before = await balance('otherUser');
+    const receipt = await mined(dispute(batchAnswers));
+    expect(eventsOf(receipt, 'JobDisputed').map((event) => event.jobId)).toEqual([ids[1]]);
+    expect(await balance('otherUser')).toBeGreaterThan(before + FEE);
+    // The batch's other jobs stand.
+    expect((await job(ids[0]!)).state).toBe(BigInt(JobState.Completed));
+    expect((await job(ids[2]!)).state).toBe(BigInt(JobState.Completed));
+    expect(await job(ids[1]!)).toMatchObject({ state: BigInt(JobState.Refunded), failedAt: 0n });
   });
 
   it('reassigns a failed job out of a shared blob; the jobs left in that blob keep it', async () => {

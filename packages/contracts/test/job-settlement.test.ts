@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { ZeroAddress } from 'ethers';
+import { concat, keccak256, ZeroAddress, ZeroHash } from 'ethers';
 import { jobRegistryInterface } from '../src/connect.js';
 import { decodeRevertData } from '../src/errors.js';
 import { JobState } from '../src/states.js';
@@ -41,7 +41,11 @@ describe('job settlement', () => {
       });
       const job = await chain().jobs('stranger').getJob(jobId);
       expect(job.state).toBe(BigInt(JobState.Completed));
-      expect(job.responseHash).toBe(RESPONSE);
+      // Committed alone: a commit batch of its one answer.
+      expect(job.commitIndex).toBe(0n);
+      expect(await chain().jobs('stranger').commitRoot(job.commitBatch)).toBe(
+        keccak256(concat([ZeroHash, RESPONSE])),
+      );
       expect(job.completedAt).toBe(BigInt((await provider.getBlock(receipt.blockNumber))!.timestamp));
       await expectRevert(chain().jobs('worker').completeJob(jobId, RESPONSE), 'JobStateInvalid', {
         jobId,

@@ -249,6 +249,7 @@ export function buildJobOrchestrator(ports: JobOrchestratorPorts): JobOrchestrat
   const relay = new AnswerRelay({
     frames: store.frames,
     readJob: (jobId) => chain.getJob(jobId),
+    readCommitment: (job) => chain.commitmentOf(job),
     chainNow: () => serviceChain.now(),
     pollIntervalMs: config.JOB_POLL_INTERVAL,
     finalGraceMs: config.FINAL_ANSWER_GRACE,

@@ -113,7 +113,7 @@ describe('a worker linked to the orchestrator', () => {
       (found) => found.length > 0,
       { what: 'the final answer of the job', timeoutMs: 5_000 },
     );
-    expect(responseHashOf(finals[0]!.sealedAnswer)).toBe(onChain.responseHash);
+    expect(responseHashOf(finals[0]!.sealedAnswer)).toBe(await service.committedHash(onChain));
     const chunks = linkServer.framesOf('chunk').filter((chunk) => chunk.jobId === job.jobId.toString());
     expect(chunks.map((chunk) => chunk.seq)).toEqual(chunks.map((_, index) => index + 1));
     expect(finals[0]!.seq).toBe(chunks.length);

@@ -10,6 +10,7 @@ import {
   type WorkerRegistry,
 } from '@svc/contracts';
 import { RpcProvider } from './rpc-provider.js';
+import { readCommitment, type Commitment } from './commitments.js';
 import { toJob, toSession, type Job, type Session } from './records.js';
 
 export interface ChainClientOptions {
@@ -75,6 +76,11 @@ export class ChainClient {
 
   async getJob(jobId: bigint): Promise<Job> {
     return toJob(jobId, await read(() => this.jobRegistry.getJob(jobId)));
+  }
+
+  /** What the job's worker committed, once this node has its `JobCompleted` (see `readCommitment`). */
+  commitmentOf(job: Job): Promise<Commitment | undefined> {
+    return readCommitment(this.jobRegistry, this.provider, job);
   }
 
   prepaidBalanceOf(user: string): Promise<bigint> {

@@ -28,10 +28,15 @@ export interface Job {
   readonly completedAt: number;
   readonly failedAt: number;
   readonly allowanceEpoch: number;
-  /** The blob holding the prompt, and the prompt's place among that blob's payloads. */
+  /** The blob holding the prompt, and the prompt's place among that blob's payloads (until completed). */
   readonly promptBlobHash: string;
   readonly promptIndex: number;
-  readonly responseHash: string;
+  /**
+   * Once completed, the commit batch holding the answer and the answer's place in it; the answer's hash
+   * is in `JobCompleted` (`readCommitment`, docs/protocol.md, Commit batches).
+   */
+  readonly commitBatch: number;
+  readonly commitIndex: number;
 }
 
 export function toSession(sessionId: bigint, struct: SessionStructOutput): Session {
@@ -63,7 +68,8 @@ export function toJob(jobId: bigint, struct: JobStructOutput): Job {
     allowanceEpoch: Number(struct.allowanceEpoch),
     promptBlobHash: struct.promptBlobHash,
     promptIndex: Number(struct.promptIndex),
-    responseHash: struct.responseHash,
+    commitBatch: Number(struct.commitBatch),
+    commitIndex: Number(struct.commitIndex),
   };
 }
 

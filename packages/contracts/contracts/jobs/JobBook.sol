@@ -9,31 +9,39 @@ import {Job, JobState} from "./Types.sol";
 /// is released to the worker or refunded to the payer.
 abstract contract JobBook is SessionBook {
     /// @dev A job packed into one slot (docs/architecture.md, Gas): its payer and delegate by account id,
-    /// fee, prompt and the state that changes. `stamp` is the deadline while Submitted, then the time of
-    /// completion or failure. The job's session is the one its id names unless it was reassigned
-    /// (`_reassignedTo`), its worker the session's, its prompt blob's versioned hash shared by every job
-    /// of the blob (`_promptBlobHashes`), its response hash written on completion.
+    /// fee, where its prompt or its answer lies, and the state that changes. `stamp` is the deadline while
+    /// Submitted, then the time of completion or failure. `record` and `index` place the prompt (a prompt
+    /// blob and the prompt's place in it) until the job is completed, then the answer (a commit batch and
+    /// the answer's place in it): both come from one sequence of ids, so `_commitRoots` tells which. The
+    /// job's session is the one its id names unless it was reassigned (`_reassignedTo`), its worker the
+    /// session's.
     struct JobRecord {
         uint32 payer;
         uint32 delegate;
         uint64 fee;
-        uint32 promptBlob;
+        uint32 record;
         uint32 allowanceEpoch;
         uint40 stamp;
         uint8 attempt;
         JobState state;
-        uint8 promptIndex;
+        uint8 index;
     }
+
+    /// @notice Most answers one commit batch holds; a transaction committing more starts another batch.
+    uint256 public constant COMMIT_BATCH_SIZE = 256;
 
     /// @dev Transient slots `PROMPT_BLOB_OF_INDEX + i`: the prompt-blob record of blob `i` of this
     /// transaction, once a job named it (ids start at 1, so 0 is "not yet").
     bytes32 private constant PROMPT_BLOB_OF_INDEX = keccak256("svc.JobBook.promptBlobOfIndex");
+    /// @dev Transient slot: this transaction's open commit batch, `id << 16 | answers in it` (0: none yet).
+    bytes32 private constant OPEN_COMMIT_BATCH = keccak256("svc.JobBook.openCommitBatch");
 
     mapping(uint256 jobId => JobRecord job) internal _jobs;
-    mapping(uint256 jobId => bytes32 responseHash) internal _responseHashes;
     mapping(uint256 jobId => uint64 sessionId) private _reassignedTo;
-    mapping(uint32 promptBlob => bytes32 versionedHash) private _promptBlobHashes;
-    uint32 private _lastPromptBlob;
+    /// @dev Prompt blobs and commit batches, by record id: a blob's versioned hash, or a batch's root.
+    mapping(uint32 record => bytes32 versionedHash) private _promptBlobHashes;
+    mapping(uint32 record => bytes32 root) private _commitRoots;
+    uint32 private _lastRecord;
     mapping(address worker => uint256 amount) private _earnings;
     uint256 private _protocolFees;
 
@@ -65,6 +73,7 @@ abstract contract JobBook is SessionBook {
     error JobStateInvalid(uint256 jobId, JobState state);
     error NotJobWorker(uint256 jobId, address caller);
     error ZeroResponseHash(uint256 jobId);
+    error CommitBatchMismatch(uint256 jobId, uint256 answers);
     error JobDeadlinePassed(uint256 jobId, uint64 deadline);
     error JobDeadlineNotReached(uint256 jobId, uint64 deadline);
     error MaxAttemptsReached(uint256 jobId, uint8 attempts);
@@ -75,15 +84,18 @@ abstract contract JobBook is SessionBook {
     error DisputeWindowOpen(uint256 jobId, uint256 endsAt);
     error NothingToWithdraw(address account);
 
+    /// @notice Commits `responseHash` as the job's answer. It joins this transaction's commit batch
+    /// (docs/protocol.md, Commit batches): one root in storage for up to `COMMIT_BATCH_SIZE` answers,
+    /// each answer's hash in its `JobCompleted` event.
     function completeJob(uint256 jobId, bytes32 responseHash) external {
         JobRecord storage job = _jobInState(jobId, JobState.Submitted);
         address worker = _workerOf(jobId, job);
         if (principalOf(msg.sender) != worker) revert NotJobWorker(jobId, msg.sender);
         if (block.timestamp > job.stamp) revert JobDeadlinePassed(jobId, job.stamp);
         if (responseHash == bytes32(0)) revert ZeroResponseHash(jobId);
+        (job.record, job.index) = _addToCommitBatch(responseHash);
         job.state = JobState.Completed;
         job.stamp = uint40(block.timestamp);
-        _responseHashes[jobId] = responseHash;
         emit JobCompleted(jobId, worker, responseHash);
     }
 
@@ -120,8 +132,8 @@ abstract contract JobBook is SessionBook {
         if (next.owner != owner) revert SessionOwnerMismatch(newSessionId, owner, next.owner);
         if (next.modelId != previous.modelId) revert SessionModelMismatch(newSessionId, previous.modelId, next.modelId);
         _reassignedTo[jobId] = uint64(newSessionId);
-        job.promptBlob = promptBlob;
-        job.promptIndex = promptIndex;
+        job.record = promptBlob;
+        job.index = promptIndex;
         job.stamp = uint40(block.timestamp) + uint40(_params.jobTimeout);
         ++job.attempt;
         job.state = JobState.Submitted;
@@ -169,14 +181,18 @@ abstract contract JobBook is SessionBook {
         _sendValue(to, amount);
     }
 
+    /// @notice The root of commit batch `commitBatch` (zero if there is none): see `completeJob`.
+    function commitRoot(uint32 commitBatch) external view returns (bytes32) {
+        return _commitRoots[commitBatch];
+    }
+
     function getJob(uint256 jobId) external view returns (Job memory) {
         JobRecord storage job = _jobs[jobId];
         JobState state = job.state;
         if (state == JobState.None) return _emptyJob();
-        bytes32 responseHash = _responseHashes[jobId];
         uint64 stamp = job.stamp;
-        // Only a completion writes a response hash, and a completed job never runs again.
-        bool answered = responseHash != bytes32(0);
+        // A completed job names its commit batch from then on, and never runs again.
+        bool answered = _commitRoots[job.record] != bytes32(0);
         uint256 sessionId = _sessionOf(jobId, job);
         return
             Job({
@@ -191,9 +207,10 @@ abstract contract JobBook is SessionBook {
                 allowanceEpoch: job.allowanceEpoch,
                 sessionId: uint64(sessionId),
                 fee: job.fee,
-                promptBlobHash: _promptBlobHashes[job.promptBlob],
-                promptIndex: job.promptIndex,
-                responseHash: responseHash
+                promptBlobHash: answered ? bytes32(0) : _promptBlobHashes[job.record],
+                promptIndex: answered ? 0 : job.index,
+                commitBatch: answered ? job.record : 0,
+                commitIndex: answered ? job.index : 0
             });
     }
 
@@ -229,12 +246,12 @@ abstract contract JobBook is SessionBook {
             payer: payerId,
             delegate: delegateId,
             fee: fee,
-            promptBlob: promptBlob,
+            record: promptBlob,
             allowanceEpoch: epoch,
             stamp: uint40(block.timestamp) + uint40(_params.jobTimeout),
             attempt: 1,
             state: JobState.Submitted,
-            promptIndex: promptIndex
+            index: promptIndex
         });
         emit JobSubmitted(jobId, sessionId, payer, session.worker, fee, promptBlobHash, promptIndex);
     }
@@ -276,11 +293,54 @@ abstract contract JobBook is SessionBook {
             cached := tload(slot)
         }
         if (cached != 0) return (uint32(cached), versionedHash);
-        id = ++_lastPromptBlob;
+        id = ++_lastRecord;
         _promptBlobHashes[id] = versionedHash;
         assembly ("memory-safe") {
             tstore(slot, id)
         }
+    }
+
+    /// @dev Appends an answer to this transaction's open commit batch (opening one when there is none or
+    /// it is full): its root becomes `keccak256(root ‖ responseHash)`, from zero. Only the first answer of
+    /// a batch writes a new slot; the rest rewrite it within the transaction. A call of `batch` that
+    /// reverts undoes its answer, transient slot included, so the batch holds exactly the answers of the
+    /// `JobCompleted` events the transaction keeps, in their order.
+    /// @return id the commit batch, @return index the answer's place in it.
+    function _addToCommitBatch(bytes32 responseHash) private returns (uint32 id, uint8 index) {
+        bytes32 slot = OPEN_COMMIT_BATCH;
+        uint256 open;
+        assembly ("memory-safe") {
+            open := tload(slot)
+        }
+        uint256 answers = open & 0xffff;
+        id = uint32(open >> 16);
+        if (id == 0 || answers == COMMIT_BATCH_SIZE) {
+            id = ++_lastRecord;
+            answers = 0;
+        }
+        index = uint8(answers);
+        _commitRoots[id] = keccak256(abi.encodePacked(_commitRoots[id], responseHash));
+        open = (uint256(id) << 16) | (answers + 1);
+        assembly ("memory-safe") {
+            tstore(slot, open)
+        }
+    }
+
+    /// @dev The answer job `jobId` committed, given every answer of its commit batch in order (from its
+    /// transaction's `JobCompleted` events): reverts unless they make the batch's root.
+    function _committedAnswer(uint256 jobId, JobRecord storage job, bytes32[] calldata commitBatch)
+        internal
+        view
+        returns (bytes32)
+    {
+        bytes32 root;
+        for (uint256 i = 0; i < commitBatch.length; ++i) {
+            root = keccak256(abi.encodePacked(root, commitBatch[i]));
+        }
+        if (root != _commitRoots[job.record] || job.index >= commitBatch.length) {
+            revert CommitBatchMismatch(jobId, commitBatch.length);
+        }
+        return commitBatch[job.index];
     }
 
     function _fail(uint256 jobId, JobRecord storage job, address worker, bool timedOut) private {

@@ -43,9 +43,11 @@ struct Session {
     bytes publicKey;
 }
 
-/// @notice A job as returned by `getJob` (JobBook keeps it packed in one slot, plus the response hash).
+/// @notice A job as returned by `getJob` (JobBook keeps it packed in one slot).
 /// @dev `deadline` is set while Submitted; `completedAt` once Completed (kept when Released or refunded
-/// after a dispute); `failedAt` while Failed (kept when refunded).
+/// after a dispute); `failedAt` while Failed (kept when refunded). The prompt's place is set until the job
+/// is completed, the answer's (`commitBatch`, `commitIndex`) from then on; the answer's hash itself is in
+/// `JobCompleted` (docs/protocol.md, Commit batches).
 struct Job {
     address payer;
     uint64 deadline;
@@ -63,7 +65,8 @@ struct Job {
     /// of that blob (docs/protocol.md, Blob format).
     bytes32 promptBlobHash;
     uint8 promptIndex;
-    bytes32 responseHash;
+    uint32 commitBatch;
+    uint8 commitIndex;
 }
 
 /// @notice The x402 `prepaid-debit` authorization a payer signs (EIP-712).

@@ -333,13 +333,15 @@ export class ServiceChain {
     return this.#send('releaseJobs', [[...jobIds]]);
   }
 
+  /** `commitBatch`: every answer hash of the job's commit batch, in order (`Commitment.commitBatch`). */
   disputeMismatch(
     jobId: bigint,
     attempt: number,
     ciphertext: Uint8Array,
     signature: Uint8Array,
+    commitBatch: readonly string[],
   ): Promise<ServiceTransaction> {
-    return this.#send('disputeMismatch', [jobId, attempt, ciphertext, signature]);
+    return this.#send('disputeMismatch', [jobId, attempt, ciphertext, signature, [...commitBatch]]);
   }
 
   /**

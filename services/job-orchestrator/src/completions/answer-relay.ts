@@ -6,6 +6,7 @@ import {
   decryptAnswerFrame,
   recoverFinalAnswerSigner,
   responseHashOf,
+  type Commitment,
   type Job,
 } from '@svc/chain';
 import { hexlify } from 'ethers';
@@ -58,7 +59,12 @@ export type AttemptOutcome =
   /** `JobCompleted` committed the final this relay holds, whose text it decrypted. */
   | { readonly kind: 'committed'; readonly text: string; readonly job: Job }
   /** The committed hash is not the hash of the worker's signed final: dispute it. */
-  | { readonly kind: 'mismatch'; readonly final: FinalAnswer; readonly job: Job }
+  | {
+      readonly kind: 'mismatch';
+      readonly final: FinalAnswer;
+      readonly job: Job;
+      readonly commitment: Commitment;
+    }
   /**
    * Committed, but no final reached the service in time, or the committed final does not decrypt:
    * nothing to deliver or dispute (the job is refunded as undelivered).
@@ -80,6 +86,8 @@ export type AttemptOutcome =
 export interface AnswerRelayOptions {
   readonly frames: FrameStreams;
   readonly readJob: (jobId: bigint) => Promise<Job>;
+  /** What a completed job's worker committed; undefined until the node has its `JobCompleted`. */
+  readonly readCommitment: (job: Job) => Promise<Commitment | undefined>;
   readonly chainNow: () => Promise<number>;
   /** How often the chain is read while frames flow (and the longest a frame read blocks). */
   readonly pollIntervalMs: number;
@@ -104,7 +112,7 @@ export class AnswerRelay {
   }
 
   async follow(attempt: AttemptToRelay, onDelta: (text: string) => void): Promise<AttemptOutcome> {
-    const { frames, readJob, chainNow, pollIntervalMs, finalGraceMs, logger } = this.options;
+    const { frames, readJob, readCommitment, chainNow, pollIntervalMs, finalGraceMs, logger } = this.options;
     const streamKey = jobFrameStreamKey(attempt.jobId);
     const position = { jobId: attempt.jobId, attempt: attempt.attempt };
     let cursor: FrameCursor | null = null;
@@ -177,8 +185,11 @@ export class AnswerRelay {
         case JobState.Completed:
         case JobState.Released:
           if (final) {
-            if (responseHashOf(final.sealedAnswer) !== job.responseHash)
-              return { kind: 'mismatch', final, job };
+            const commitment = await readCommitment(job);
+            // Completed, but its event not yet on this node: looked for again after a poll interval.
+            if (!commitment) break;
+            if (responseHashOf(final.sealedAnswer) !== commitment.responseHash)
+              return { kind: 'mismatch', final, job, commitment };
             let text: string;
             try {
               text = open(AnswerFrameKind.Final, final.sealedAnswer, final.seq);

@@ -543,6 +543,7 @@ export class SubmittedJobRun {
         attempt,
         outcome.final.sealedAnswer,
         outcome.final.workerSignature,
+        outcome.commitment.commitBatch,
       );
       const step = { jobId, attempt, txHash: dispute.hash };
       await lifecycle.publish(identity, JobLifecycleKind.DISPUTED, { ...step, worker: service.worker });

@@ -21,11 +21,19 @@ import { jobFrameStreamKey } from '../../src/link/answer-frame-intake.js';
 const logger = createLogger({ service: 'relay-test', level: 'silent' });
 const JOB_ID = 7n;
 
+/** A job as the fakes read it, with the hash its worker committed (on chain: in its `JobCompleted`). */
+type FakeJob = Partial<Job> & { readonly responseHash?: string };
+const fakeJob = (fields: FakeJob) => fields as Job;
+
 /** A relay over the store's frame streams, reading the job (faked) with `readJob`; the chain's clock at 0. */
 function relayOn(store: MemoryStore, readJob: () => Promise<Job>, pollIntervalMs = 10): AnswerRelay {
   return new AnswerRelay({
     frames: store.frames,
     readJob,
+    readCommitment: async (job: FakeJob) =>
+      job.responseHash === undefined
+        ? undefined
+        : { responseHash: job.responseHash, commitBatch: [job.responseHash], transactionHash: '0x', blockNumber: 1 },
     chainNow: async () => 0,
     pollIntervalMs,
     finalGraceMs: 50,
@@ -49,7 +57,7 @@ async function relayed(sealedAnswer: Uint8Array, replyKey: Uint8Array, otherRepl
     },
   });
   await store.frames.append(jobFrameStreamKey(JOB_ID), 'final-1', toBinary(ConnectRequestSchema, final));
-  const job = { state: JobState.Completed, attempt: 1, responseHash: responseHashOf(sealedAnswer) } as Job;
+  const job = fakeJob({ state: JobState.Completed, attempt: 1, responseHash: responseHashOf(sealedAnswer) });
   const relay = relayOn(store, async () => job);
   try {
     return await relay.follow(
@@ -116,7 +124,7 @@ async function followedSigned(signer: HDNodeWallet, worker: string, sessionId: b
   });
   await store.frames.append(jobFrameStreamKey(JOB_ID), 'final-1', toBinary(ConnectRequestSchema, final));
   const reads: JobState[] = [];
-  const job = { state, attempt: 1, responseHash: responseHashOf(sealedAnswer), deadline: 10 } as Job;
+  const job = fakeJob({ state, attempt: 1, responseHash: responseHashOf(sealedAnswer), deadline: 10 });
   const relay = relayOn(store, async () => (reads.push(job.state), job));
   try {
     const signedBy = { worker, sessionId, chainId: 31337n, jobRegistry: REGISTRY };
@@ -173,7 +181,7 @@ describe('the answer relay on the signed final', () => {
           toBinary(ConnectRequestSchema, frame),
         );
       }
-      const job = { state: JobState.Completed, attempt: 1, responseHash: responseHashOf(committed) } as Job;
+      const job = fakeJob({ state: JobState.Completed, attempt: 1, responseHash: responseHashOf(committed) });
       const relay = relayOn(store, async () => job);
       try {
         return await relay.follow({ jobId: JOB_ID, attempt: 1, replyKey, signedFinal }, () => undefined);
@@ -210,8 +218,8 @@ describe('the answer relay on the signed final', () => {
       async () => {
         reads += 1;
         return Date.now() < committedAt
-          ? ({ state: JobState.Submitted, attempt: 1, deadline: 2 ** 40 } as Job)
-          : ({ state: JobState.Completed, attempt: 1, responseHash: responseHashOf(sealedAnswer) } as Job);
+          ? fakeJob({ state: JobState.Submitted, attempt: 1, deadline: 2 ** 40 })
+          : fakeJob({ state: JobState.Completed, attempt: 1, responseHash: responseHashOf(sealedAnswer) });
       },
       250,
     );

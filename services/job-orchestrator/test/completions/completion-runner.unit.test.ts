@@ -258,6 +258,7 @@ async function run(fakes: Fakes, call: CompletionCall): Promise<CompletionEvent[
 }
 
 const job = { state: JobState.Completed, fee: FEE } as never;
+const commitment = { responseHash: '0x01', commitBatch: ['0x01'], transactionHash: '0x02', blockNumber: 1 };
 const committed = (text: string): AttemptOutcome => ({ kind: 'committed', text, job });
 const failed: AttemptOutcome = {
   kind: 'failed',
@@ -322,7 +323,7 @@ describe('the completion runner on the signed final (fakes)', () => {
     const final = { sealedAnswer: new Uint8Array([1]), workerSignature: new Uint8Array([2]) } as never;
     fakes.attempts = [
       { deltas: ['Hel'], outcome: signed('Hello') },
-      { outcome: { kind: 'mismatch', final, job } },
+      { outcome: { kind: 'mismatch', final, job, commitment } },
     ];
     const events = await run(fakes, fakes.delegateCall());
     expect(events.at(-1)).toMatchObject({ case: 'completed', text: 'Hello' });
@@ -533,7 +534,7 @@ describe('the completion runner (fakes)', () => {
   it('a commitment that is not the signed final is disputed and refunded', async () => {
     const fakes = new Fakes();
     const final = { sealedAnswer: new Uint8Array([1]), workerSignature: new Uint8Array([2]) } as never;
-    fakes.attempts = [{ outcome: { kind: 'mismatch', final, job } }];
+    fakes.attempts = [{ outcome: { kind: 'mismatch', final, job, commitment } }];
     const events = await run(fakes, fakes.delegateCall());
     expect(events.at(-1)).toMatchObject({ case: 'failed', error: { code: 'job_failed' } });
     expect(fakes.sent).toEqual(['submitJobFor', 'disputeMismatch']);

@@ -434,7 +434,7 @@ export class JobRunner {
     // The next block is at least a second later, and `completeJob` reverts past the deadline.
     if (now + 1 > answer.deadline) {
       const job = await chain.getJob(answer.jobId);
-      if (!isOurCommitment(job, answer)) {
+      if (!(await this.#isOurCommitment(job, answer))) {
         await journal.remove(answer.jobId, answer.attempt);
         return 'abandoned';
       }
@@ -446,7 +446,7 @@ export class JobRunner {
         // A restart between the commit being mined and the journal noting it lands here, and so does a
         // second commit of the same answer made while the first was on its way.
         const job = await chain.getJob(answer.jobId);
-        if (!isOurCommitment(job, answer)) {
+        if (!(await this.#isOurCommitment(job, answer))) {
           await journal.remove(answer.jobId, answer.attempt);
           return 'abandoned';
         }
@@ -459,6 +459,14 @@ export class JobRunner {
       !this.#options.keepUntilAcknowledged(),
     );
     return 'completed';
+  }
+
+  /** Whether the chain holds this answer as the job's commitment (a completed job's `JobCompleted`). */
+  async #isOurCommitment(job: Job, answer: SignedFinalAnswer): Promise<boolean> {
+    if (job.attempt !== answer.attempt || job.state === JobState.Submitted || job.state === JobState.Failed)
+      return false;
+    const commitment = await this.#options.chain.commitmentOf(job);
+    return commitment?.responseHash.toLowerCase() === answer.commitHash.toLowerCase();
   }
 
   async #serve(job: Job, assignment: JobAssignment, signal: AbortSignal): Promise<SignedFinalAnswer> {
@@ -570,11 +578,4 @@ function isOurs(job: Job, worker: string): boolean {
   return job.state === JobState.Submitted && job.worker.toLowerCase() === worker.toLowerCase();
 }
 
-function isOurCommitment(job: Job, answer: SignedFinalAnswer): boolean {
-  return (
-    job.attempt === answer.attempt &&
-    job.state !== JobState.Submitted &&
-    job.state !== JobState.Failed &&
-    job.responseHash.toLowerCase() === answer.commitHash.toLowerCase()
-  );
-}
+

@@ -130,7 +130,7 @@ describe('starting before inclusion', () => {
       await rpc('evm_setAutomine', [true]);
       const job = await service.waitForOutcome(submission.jobId);
       expect(job.state).toBe(JobState.Completed);
-      expect(job.responseHash).toBe(responseHashOf(final!.frame));
+      expect(await service.committedHash(job)).toBe(responseHashOf(final!.frame));
       expect(primary.channel.finals.filter((answer) => answer.jobId === submission.jobId)).toHaveLength(1);
     } finally {
       await rpc('evm_setAutomine', [true]);

@@ -77,7 +77,7 @@ describe('serving jobs on chain', () => {
     const onChain = await service.waitForOutcome(job.jobId);
     expect(onChain.state).toBe(JobState.Completed);
     const { final, text } = openFinal(job);
-    expect(onChain.responseHash).toBe(responseHashOf(final.frame));
+    expect(await service.committedHash(onChain)).toBe(responseHashOf(final.frame));
     expect(text).toBe(deterministicAnswer(job.messages));
     expect(streamedText(job)).toBe(text);
     const seqs = primary.channel.deltasOf(job.jobId).map((delta) => delta.seq);
@@ -177,7 +177,7 @@ describe('fault switches of the built-in model', () => {
     const onChain = await service.waitForOutcome(job.jobId);
     expect(onChain.state).toBe(JobState.Completed);
     const { final, text } = openFinal(job);
-    expect(onChain.responseHash).toBe(responseHashOf(final.frame));
+    expect(await service.committedHash(onChain)).toBe(responseHashOf(final.frame));
     expect(text).toBe(restartedDeterministicAnswer(job.messages));
     expect(text.startsWith(streamedText(job))).toBe(false);
   });
@@ -188,13 +188,14 @@ describe('fault switches of the built-in model', () => {
     expect(onChain.state).toBe(JobState.Completed);
     const { final, text } = openFinal(job);
     expect(text).toBe(deterministicAnswer(job.messages));
-    expect(onChain.responseHash).not.toBe(responseHashOf(final.frame));
+    expect(await service.committedHash(onChain)).not.toBe(responseHashOf(final.frame));
     // The worker signs what the contract verifies: its signed final proves the mismatch on chain.
     // Simulated only, so the slash does not take this file's worker out of service.
     const registry = connectJobRegistry(devnet().deployment.jobRegistryAddress, devnet().wallet(2));
-    await registry.disputeMismatch.staticCall(job.jobId, onChain.attempt, final.frame, final.signature);
+    const { commitBatch } = (await service.chain.commitmentOf(onChain))!;
+    await registry.disputeMismatch.staticCall(job.jobId, onChain.attempt, final.frame, final.signature, [...commitBatch]);
     const stale = await withDecodedRevert(() =>
-      registry.disputeMismatch.staticCall(job.jobId, onChain.attempt + 1, final.frame, final.signature),
+      registry.disputeMismatch.staticCall(job.jobId, onChain.attempt + 1, final.frame, final.signature, [...commitBatch]),
     ).catch((error: unknown) => error);
     expect(stale).toBeInstanceOf(ContractRevertError);
     expect((stale as ContractRevertError).revert.name).toBe('StaleAttempt');

@@ -126,7 +126,7 @@ describe('restart recovery', () => {
     current = await startTestWorker(net, { wallet: worker.wallet, dataDir });
     const completed = await service.waitForOutcome(job.jobId);
     expect(completed.state).toBe(JobState.Completed);
-    expect(completed.responseHash).toBe(responseHashOf(frame));
+    expect(await service.committedHash(completed)).toBe(responseHashOf(frame));
     expect(current.channel.deltasOf(job.jobId)).toHaveLength(0);
   });
 

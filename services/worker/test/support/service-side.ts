@@ -202,4 +202,9 @@ export class ServiceSide {
       { what: `job ${jobId} completed or failed`, timeoutMs, intervalMs: 50 },
     );
   }
+
+  /** The answer hash a completed job's worker committed (from its `JobCompleted`), if any. */
+  async committedHash(job: Job): Promise<string | undefined> {
+    return (await this.chain.commitmentOf(job))?.responseHash;
+  }
 }

@@ -68,7 +68,8 @@ export type JobStruct = {
   fee: BigNumberish;
   promptBlobHash: BytesLike;
   promptIndex: BigNumberish;
-  responseHash: BytesLike;
+  commitBatch: BigNumberish;
+  commitIndex: BigNumberish;
 };
 
 export type JobStructOutput = [
@@ -85,7 +86,8 @@ export type JobStructOutput = [
   fee: bigint,
   promptBlobHash: string,
   promptIndex: bigint,
-  responseHash: string,
+  commitBatch: bigint,
+  commitIndex: bigint,
 ] & {
   payer: string;
   deadline: bigint;
@@ -100,7 +102,8 @@ export type JobStructOutput = [
   fee: bigint;
   promptBlobHash: string;
   promptIndex: bigint;
-  responseHash: string;
+  commitBatch: bigint;
+  commitIndex: bigint;
 };
 
 export type SessionStruct = {
@@ -159,6 +162,7 @@ export type DebitAuthorizationStructOutput = [
 export interface JobRegistryInterface extends Interface {
   getFunction(
     nameOrSignature:
+      | 'COMMIT_BATCH_SIZE'
       | 'DEBIT_AUTHORIZATION_TYPEHASH'
       | 'FINAL_ANSWER_TYPEHASH'
       | 'SPEND_CUT_DELAY'
@@ -166,6 +170,7 @@ export interface JobRegistryInterface extends Interface {
       | 'batch'
       | 'claimSession'
       | 'closeSession'
+      | 'commitRoot'
       | 'completeJob'
       | 'creditSlash'
       | 'delegateAllowance'
@@ -251,6 +256,7 @@ export interface JobRegistryInterface extends Interface {
       | 'Withdrew',
   ): EventFragment;
 
+  encodeFunctionData(functionFragment: 'COMMIT_BATCH_SIZE', values?: undefined): string;
   encodeFunctionData(functionFragment: 'DEBIT_AUTHORIZATION_TYPEHASH', values?: undefined): string;
   encodeFunctionData(functionFragment: 'FINAL_ANSWER_TYPEHASH', values?: undefined): string;
   encodeFunctionData(functionFragment: 'SPEND_CUT_DELAY', values?: undefined): string;
@@ -258,6 +264,7 @@ export interface JobRegistryInterface extends Interface {
   encodeFunctionData(functionFragment: 'batch', values: [BytesLike[]]): string;
   encodeFunctionData(functionFragment: 'claimSession', values: [BigNumberish, BytesLike]): string;
   encodeFunctionData(functionFragment: 'closeSession', values: [BigNumberish]): string;
+  encodeFunctionData(functionFragment: 'commitRoot', values: [BigNumberish]): string;
   encodeFunctionData(functionFragment: 'completeJob', values: [BigNumberish, BytesLike]): string;
   encodeFunctionData(functionFragment: 'creditSlash', values: [AddressLike]): string;
   encodeFunctionData(functionFragment: 'delegateAllowance', values: [AddressLike, AddressLike]): string;
@@ -267,7 +274,7 @@ export interface JobRegistryInterface extends Interface {
   encodeFunctionData(functionFragment: 'depositAndAuthorize', values: [AddressLike]): string;
   encodeFunctionData(
     functionFragment: 'disputeMismatch',
-    values: [BigNumberish, BigNumberish, BytesLike, BytesLike],
+    values: [BigNumberish, BigNumberish, BytesLike, BytesLike, BytesLike[]],
   ): string;
   encodeFunctionData(functionFragment: 'domainSeparator', values?: undefined): string;
   encodeFunctionData(functionFragment: 'earningsOf', values: [AddressLike]): string;
@@ -323,6 +330,7 @@ export interface JobRegistryInterface extends Interface {
   encodeFunctionData(functionFragment: 'workerRegistry', values?: undefined): string;
   encodeFunctionData(functionFragment: 'worstCaseLiability', values?: undefined): string;
 
+  decodeFunctionResult(functionFragment: 'COMMIT_BATCH_SIZE', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'DEBIT_AUTHORIZATION_TYPEHASH', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'FINAL_ANSWER_TYPEHASH', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'SPEND_CUT_DELAY', data: BytesLike): Result;
@@ -330,6 +338,7 @@ export interface JobRegistryInterface extends Interface {
   decodeFunctionResult(functionFragment: 'batch', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'claimSession', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'closeSession', data: BytesLike): Result;
+  decodeFunctionResult(functionFragment: 'commitRoot', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'completeJob', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'creditSlash', data: BytesLike): Result;
   decodeFunctionResult(functionFragment: 'delegateAllowance', data: BytesLike): Result;
@@ -825,6 +834,8 @@ export interface JobRegistry extends BaseContract {
   listeners(eventName?: string): Promise<Array<Listener>>;
   removeAllListeners<TCEvent extends TypedContractEvent>(event?: TCEvent): Promise<this>;
 
+  COMMIT_BATCH_SIZE: TypedContractMethod<[], [bigint], 'view'>;
+
   DEBIT_AUTHORIZATION_TYPEHASH: TypedContractMethod<[], [string], 'view'>;
 
   FINAL_ANSWER_TYPEHASH: TypedContractMethod<[], [string], 'view'>;
@@ -842,6 +853,8 @@ export interface JobRegistry extends BaseContract {
   >;
 
   closeSession: TypedContractMethod<[sessionId: BigNumberish], [void], 'nonpayable'>;
+
+  commitRoot: TypedContractMethod<[commitBatch: BigNumberish], [string], 'view'>;
 
   completeJob: TypedContractMethod<[jobId: BigNumberish, responseHash: BytesLike], [void], 'nonpayable'>;
 
@@ -862,7 +875,13 @@ export interface JobRegistry extends BaseContract {
   depositAndAuthorize: TypedContractMethod<[delegate: AddressLike], [void], 'payable'>;
 
   disputeMismatch: TypedContractMethod<
-    [jobId: BigNumberish, attempt: BigNumberish, ciphertext: BytesLike, signature: BytesLike],
+    [
+      jobId: BigNumberish,
+      attempt: BigNumberish,
+      ciphertext: BytesLike,
+      signature: BytesLike,
+      commitBatch: BytesLike[],
+    ],
     [void],
     'nonpayable'
   >;
@@ -1013,6 +1032,7 @@ export interface JobRegistry extends BaseContract {
 
   getFunction<T extends ContractMethod = ContractMethod>(key: string | FunctionFragment): T;
 
+  getFunction(nameOrSignature: 'COMMIT_BATCH_SIZE'): TypedContractMethod<[], [bigint], 'view'>;
   getFunction(nameOrSignature: 'DEBIT_AUTHORIZATION_TYPEHASH'): TypedContractMethod<[], [string], 'view'>;
   getFunction(nameOrSignature: 'FINAL_ANSWER_TYPEHASH'): TypedContractMethod<[], [string], 'view'>;
   getFunction(nameOrSignature: 'SPEND_CUT_DELAY'): TypedContractMethod<[], [bigint], 'view'>;
@@ -1026,6 +1046,9 @@ export interface JobRegistry extends BaseContract {
   getFunction(
     nameOrSignature: 'closeSession',
   ): TypedContractMethod<[sessionId: BigNumberish], [void], 'nonpayable'>;
+  getFunction(
+    nameOrSignature: 'commitRoot',
+  ): TypedContractMethod<[commitBatch: BigNumberish], [string], 'view'>;
   getFunction(
     nameOrSignature: 'completeJob',
   ): TypedContractMethod<[jobId: BigNumberish, responseHash: BytesLike], [void], 'nonpayable'>;
@@ -1050,7 +1073,13 @@ export interface JobRegistry extends BaseContract {
   getFunction(
     nameOrSignature: 'disputeMismatch',
   ): TypedContractMethod<
-    [jobId: BigNumberish, attempt: BigNumberish, ciphertext: BytesLike, signature: BytesLike],
+    [
+      jobId: BigNumberish,
+      attempt: BigNumberish,
+      ciphertext: BytesLike,
+      signature: BytesLike,
+      commitBatch: BytesLike[],
+    ],
     [void],
     'nonpayable'
   >;

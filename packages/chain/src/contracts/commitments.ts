@@ -1,0 +1,75 @@
+import { ZeroHash, concat, keccak256, type Log, type Provider } from 'ethers';
+import { withDecodedRevert, type JobRegistry } from '@svc/contracts';
+import type { Job } from './records.js';
+
+/** Most blocks per `eth_getLogs` while looking for a commitment (RPC providers cap the range). */
+const LOOKUP_WINDOW_BLOCKS = 2_000;
+
+/**
+ * What a job's worker committed (docs/protocol.md, Commit batches). JobRegistry keeps one root per commit
+ * batch; each answer's hash is in its `JobCompleted` event, the batch's answers in the order of the events of
+ * the transaction that committed them.
+ */
+export interface Commitment {
+  readonly responseHash: string;
+  /** Every answer hash of the job's commit batch, in order: what `disputeMismatch` takes. */
+  readonly commitBatch: readonly string[];
+  readonly transactionHash: string;
+  readonly blockNumber: number;
+}
+
+/**
+ * The commitment of a completed job (one with `completedAt`), from its `JobCompleted` event and the other
+ * answers of its transaction, checked against the batch's root on chain. Undefined while this node has no
+ * such event (not completed, or not yet indexed). Looks back from the latest block a window at a time, down
+ * to the completion's time, so a recent commitment costs one `eth_getLogs`.
+ */
+export async function readCommitment(
+  registry: JobRegistry,
+  provider: Provider,
+  job: Job,
+): Promise<Commitment | undefined> {
+  if (job.completedAt === 0) return undefined;
+  const log = await findCompletedLog(registry, provider, job);
+  if (!log) return undefined;
+  const receipt = await provider.getTransactionReceipt(log.transactionHash);
+  if (!receipt) return undefined;
+  const topic = registry.interface.getEvent('JobCompleted').topicHash;
+  const address = (registry.target as string).toLowerCase();
+  const answers = receipt.logs.filter(
+    (entry) => entry.address.toLowerCase() === address && entry.topics[0] === topic,
+  );
+  const position = answers.findIndex((entry) => entry.index === log.index);
+  const start = position - job.commitIndex;
+  if (position < 0 || start < 0) throw new Error(`job ${job.jobId}: its JobCompleted is not in its transaction`);
+  // The batch is the run of answers from `start` whose chained hash is the root on chain.
+  const root = await withDecodedRevert(() => registry.commitRoot(job.commitBatch));
+  const hashes = answers.slice(start).map((entry) => registry.interface.parseLog(entry)!.args.responseHash as string);
+  let folded = ZeroHash;
+  for (let size = 1; size <= hashes.length; size++) {
+    folded = keccak256(concat([folded, hashes[size - 1]!]));
+    if (folded !== root || size <= job.commitIndex) continue;
+    return {
+      responseHash: hashes[job.commitIndex]!,
+      commitBatch: hashes.slice(0, size),
+      transactionHash: log.transactionHash,
+      blockNumber: log.blockNumber,
+    };
+  }
+  throw new Error(`job ${job.jobId}: the answers of transaction ${log.transactionHash} do not make its batch's root`);
+}
+
+async function findCompletedLog(registry: JobRegistry, provider: Provider, job: Job): Promise<Log | undefined> {
+  let to = await provider.getBlockNumber();
+  for (;;) {
+    const from = Math.max(0, to - LOOKUP_WINDOW_BLOCKS + 1);
+    const logs = await registry.queryFilter(registry.filters.JobCompleted(job.jobId), from, to);
+    // A job is completed once: a second event would be another chain's.
+    if (logs.length > 0) return logs.at(-1);
+    if (from === 0) return undefined;
+    const first = await provider.getBlock(from);
+    // A completion at `completedAt` after this window's first block would have been in it.
+    if (!first || first.timestamp < job.completedAt) return undefined;
+    to = from - 1;
+  }
+}
