@@ -97,7 +97,7 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
             revert SessionOwnerMismatch(sessionId, sessionOwner, payer);
         }
         if (!_maySubmitFor(payer, caller)) revert NotOwnerOrDelegate(payer, caller);
-        uint64 fee = _requireModelEnabled(session.modelId);
+        uint64 fee = _sessionJobFee(session);
         if (fee > maxFee) revert FeeAboveMax(fee, maxFee);
         address delegate = caller == payer ? address(0) : caller;
         _submit(payer, delegate, sessionId, jobId, session, fee, blobIndex, promptIndex);
@@ -121,7 +121,7 @@ contract JobRegistry is IJobRegistry, JobBook, EIP712 {
     ) external whenNotPaused returns (uint256) {
         SessionRecord storage session = _sessionTakingJobs(sessionId);
         _verifyDebit(auth, signature, session.owner);
-        uint64 fee = _requireModelEnabled(session.modelId);
+        uint64 fee = _sessionJobFee(session);
         if (fee > auth.maxAmount) revert FeeAboveMax(fee, auth.maxAmount);
         _usedNonces[auth.payer][auth.nonce] = true;
         _submit(auth.payer, address(0), sessionId, jobId, session, fee, blobIndex, promptIndex);

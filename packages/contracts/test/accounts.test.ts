@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { Interface, parseEther, ZeroAddress } from 'ethers';
+import { Interface, MaxUint256, parseEther, ZeroAddress } from 'ethers';
 import { jobRegistryInterface } from '../src/connect.js';
 import { decodeRevertData, findRevertData } from '../src/errors.js';
 import { reentrantAccountAbi } from './gen/index.js';
@@ -162,6 +162,23 @@ describe('prepaid balances and delegates', () => {
     expect(await jobs.isDelegateAuthorized(address.user, address.service)).toBe(true);
     await expectRevert(jobs.setDelegateAuthorization(ZeroAddress, true), 'InvalidDelegate');
     await expectRevert(jobs.setDelegateAllowance(address.user, 1n), 'InvalidDelegate');
+  });
+
+  it('an "unlimited" allowance (2^256 - 1) is kept as 2^128 - 1 wei, and raising it past that keeps it there', async () => {
+    const { address } = chain();
+    const jobs = chain().jobs('user');
+    const KEPT = 2n ** 128n - 1n;
+    const set = await mined(jobs.setDelegateAllowance(address.service, MaxUint256));
+    expect(eventOf(set, 'DelegateAllowanceSet').allowance).toBe(KEPT);
+    expect(await jobs.delegateAllowance(address.user, address.service)).toBe(KEPT);
+    await mined(jobs.depositAndAuthorize(address.service, { value: 500n }));
+    expect(await jobs.delegateAllowance(address.user, address.service)).toBe(KEPT);
+    // The epoch and the authorization beside it in the grant's slot are untouched by the narrower field.
+    expect(await jobs.delegateAllowanceEpoch(address.user, address.service)).toBe(1n);
+    expect(await jobs.isDelegateAuthorized(address.user, address.service)).toBe(true);
+    await mined(jobs.setDelegateAllowance(address.service, KEPT - 1n));
+    expect(await jobs.delegateAllowance(address.user, address.service)).toBe(KEPT - 1n);
+    expect(await jobs.delegateAllowanceEpoch(address.user, address.service)).toBe(2n);
   });
 
   it('a withdrawal is requested, leaves prepaidBalanceOf at once and is paid out only after SPEND_CUT_DELAY', async () => {

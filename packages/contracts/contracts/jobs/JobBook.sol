@@ -130,7 +130,9 @@ abstract contract JobBook is SessionBook {
         if (block.timestamp > closesAt) revert ReassignWindowClosed(jobId, closesAt);
         SessionRecord storage next = _sessionTakingJobs(newSessionId);
         if (next.owner != owner) revert SessionOwnerMismatch(newSessionId, owner, next.owner);
-        if (next.modelId != previous.modelId) revert SessionModelMismatch(newSessionId, previous.modelId, next.modelId);
+        if (next.model != previous.model) {
+            revert SessionModelMismatch(newSessionId, _modelIdOf(previous.model), _modelIdOf(next.model));
+        }
         _reassignedTo[jobId] = uint64(newSessionId);
         job.record = promptBlob;
         job.index = promptIndex;
@@ -242,17 +244,20 @@ abstract contract JobBook is SessionBook {
             ? (0, 0)
             : (_accountIdOf(delegate), _spendAllowance(payer, delegate, fee));
         _takeJobId(sessionId, session, jobId);
-        _jobs[jobId] = JobRecord({
-            payer: payerId,
-            delegate: delegateId,
-            fee: fee,
-            record: promptBlob,
-            allowanceEpoch: epoch,
-            stamp: uint40(block.timestamp) + uint40(_params.jobTimeout),
-            attempt: 1,
-            state: JobState.Submitted,
-            index: promptIndex
-        });
+        _storeNewJob(
+            _jobs[jobId],
+            JobRecord({
+                payer: payerId,
+                delegate: delegateId,
+                fee: fee,
+                record: promptBlob,
+                allowanceEpoch: epoch,
+                stamp: uint40(block.timestamp) + uint40(_params.jobTimeout),
+                attempt: 1,
+                state: JobState.Submitted,
+                index: promptIndex
+            })
+        );
         emit JobSubmitted(jobId, sessionId, payer, session.worker, fee, promptBlobHash, promptIndex);
     }
 
@@ -297,6 +302,18 @@ abstract contract JobBook is SessionBook {
         _promptBlobHashes[id] = versionedHash;
         assembly ("memory-safe") {
             tstore(slot, id)
+        }
+    }
+
+    /// @dev Writes a new job's slot in one SSTORE. Assigned field by field (what the IR pipeline makes of
+    /// a struct assignment), the slot was read and written again for each of its nine fields. The word is
+    /// Solidity's packing of `JobRecord`: the first field in the lowest bits; `getJob` reads it back.
+    function _storeNewJob(JobRecord storage slot, JobRecord memory job) private {
+        uint256 word = uint256(job.payer) | (uint256(job.delegate) << 32) | (uint256(job.fee) << 64)
+            | (uint256(job.record) << 128) | (uint256(job.allowanceEpoch) << 160) | (uint256(job.stamp) << 192)
+            | (uint256(job.attempt) << 232) | (uint256(uint8(job.state)) << 240) | (uint256(job.index) << 248);
+        assembly ("memory-safe") {
+            sstore(slot.slot, word)
         }
     }
 

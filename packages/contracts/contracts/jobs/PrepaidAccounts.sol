@@ -10,8 +10,11 @@ abstract contract PrepaidAccounts is OperatorDirectory, ReentrancyGuard {
     /// refund of a fee paid under an older grant never re-opens an allowance the wallet since changed.
     /// `graceAllowance` is what a cut (a lower allowance, a revocation) left the delegate until
     /// `graceUntil`: submissions it signed before the cut still land within the unconfirmed-work window.
+    /// What a submission reads and writes (`allowance`, `epoch`, `authorized`, `graceUntil`) shares one slot
+    /// (docs/architecture.md, Gas): an allowance is kept to 2^128 - 1 wei, far more ether than exists, so
+    /// a larger one (an "unlimited" 2^256 - 1) is kept as that.
     struct DelegateGrant {
-        uint256 allowance;
+        uint128 allowance;
         uint32 epoch;
         bool authorized;
         uint64 graceUntil;
@@ -77,7 +80,7 @@ abstract contract PrepaidAccounts is OperatorDirectory, ReentrancyGuard {
             grant.authorized = true;
             emit DelegateAuthorizationSet(user, delegate, true);
         }
-        uint256 allowance = grant.allowance + msg.value;
+        uint128 allowance = _kept(grant.allowance + msg.value);
         grant.allowance = allowance;
         emit DelegateAllowanceSet(user, delegate, allowance);
     }
@@ -131,15 +134,17 @@ abstract contract PrepaidAccounts is OperatorDirectory, ReentrancyGuard {
         }
     }
 
-    /// @notice Sets `delegate`'s allowance to exactly `allowance` and starts a new allowance epoch.
+    /// @notice Sets `delegate`'s allowance to exactly `allowance` (at most 2^128 - 1 wei is kept, see
+    /// `DelegateGrant`) and starts a new allowance epoch.
     function setDelegateAllowance(address delegate, uint256 allowance) external {
         address user = principalOf(msg.sender);
         _requireValidDelegate(user, delegate);
         DelegateGrant storage grant = _grants[user][delegate];
-        _startGrace(grant, allowance);
-        grant.allowance = allowance;
+        uint128 kept = _kept(allowance);
+        _startGrace(grant, kept);
+        grant.allowance = kept;
         ++grant.epoch;
-        emit DelegateAllowanceSet(user, delegate, allowance);
+        emit DelegateAllowanceSet(user, delegate, kept);
     }
 
     /// @notice The balance new work may count on: what is held, less what the wallet asked to withdraw.
@@ -222,7 +227,7 @@ abstract contract PrepaidAccounts is OperatorDirectory, ReentrancyGuard {
         uint256 allowance = grant.allowance;
         uint256 grace = block.timestamp < grant.graceUntil ? grant.graceAllowance : 0;
         if (amount <= allowance) {
-            grant.allowance = allowance - amount;
+            grant.allowance = uint128(allowance - amount);
             if (grace != 0) grant.graceAllowance = grace > amount ? grace - amount : 0;
             return grant.epoch;
         }
@@ -256,7 +261,7 @@ abstract contract PrepaidAccounts is OperatorDirectory, ReentrancyGuard {
         if (delegate == address(0)) return;
         DelegateGrant storage grant = _grants[user][delegate];
         if (grant.epoch != epoch) return;
-        uint256 allowance = grant.allowance + amount;
+        uint128 allowance = _kept(grant.allowance + amount);
         grant.allowance = allowance;
         emit DelegateAllowanceSet(user, delegate, allowance);
     }
@@ -278,6 +283,11 @@ abstract contract PrepaidAccounts is OperatorDirectory, ReentrancyGuard {
         id = ++_lastAccountId;
         account.id = id;
         _accountAddresses[id] = user;
+    }
+
+    /// @dev An allowance as kept: at most 2^128 - 1 wei (see `DelegateGrant`).
+    function _kept(uint256 allowance) private pure returns (uint128) {
+        return allowance > type(uint128).max ? type(uint128).max : uint128(allowance);
     }
 
     function _requireValidDelegate(address user, address delegate) private pure {

@@ -18,6 +18,9 @@ abstract contract RegistryConfig is Ownable, Pausable {
     mapping(bytes32 modelId => uint64 fee) private _fees;
     mapping(bytes32 modelId => string name) private _modelNames;
     bytes32[] private _modelIds;
+    /// @dev A model's place in `_modelIds` plus one: what a session keeps instead of the 32-byte id, so the
+    /// session's worker, state and model share one slot (SessionBook).
+    mapping(bytes32 modelId => uint24 number) private _modelNumbers;
 
     event ModelConfigured(bytes32 indexed modelId, string name, uint256 fee);
     event ParametersSet(Parameters parameters);
@@ -41,6 +44,7 @@ abstract contract RegistryConfig is Ownable, Pausable {
         if (bytes(_modelNames[modelId]).length == 0) {
             _modelNames[modelId] = name;
             _modelIds.push(modelId);
+            _modelNumbers[modelId] = SafeCast.toUint24(_modelIds.length);
         }
         _fees[modelId] = SafeCast.toUint64(fee);
         emit ModelConfigured(modelId, name, fee);
@@ -84,6 +88,16 @@ abstract contract RegistryConfig is Ownable, Pausable {
     function _requireModelEnabled(bytes32 modelId) internal view returns (uint64 fee) {
         fee = _fees[modelId];
         if (fee == 0) revert ModelDisabled(modelId);
+    }
+
+    /// @dev The number of a configured model (see `_modelNumbers`); 0 for one never configured.
+    function _modelNumber(bytes32 modelId) internal view returns (uint24) {
+        return _modelNumbers[modelId];
+    }
+
+    /// @dev The id of model `number` (zero for 0).
+    function _modelIdOf(uint24 number) internal view returns (bytes32) {
+        return number == 0 ? bytes32(0) : _modelIds[number - 1];
     }
 
     function _setParameters(Parameters memory p) private {

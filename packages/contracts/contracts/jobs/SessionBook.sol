@@ -13,7 +13,7 @@ abstract contract SessionBook is PrepaidAccounts, RegistryConfig {
 
     /// @dev The key is kept as its two coordinates (the 0x04 prefix is implied): two slots, not four.
     /// What a submission writes (`jobCount`, `lastActivityAt`) shares the first slot, what it only reads
-    /// (`worker`, `state`) the second.
+    /// (`worker`, `state`, the model by its number) the second.
     struct SessionRecord {
         address owner;
         /// @dev Jobs submitted in the session so far: the sequence its job ids are made of.
@@ -22,7 +22,7 @@ abstract contract SessionBook is PrepaidAccounts, RegistryConfig {
         address worker;
         uint64 claimDeadline;
         SessionState state;
-        bytes32 modelId;
+        uint24 model;
         bytes32 publicKeyX;
         bytes32 publicKeyY;
     }
@@ -68,7 +68,7 @@ abstract contract SessionBook is PrepaidAccounts, RegistryConfig {
         session.claimDeadline = claimDeadline;
         session.worker = worker;
         session.state = SessionState.Open;
-        session.modelId = modelId;
+        session.model = _modelNumber(modelId);
         emit SessionOpened(sessionId, owner, modelId, worker, claimDeadline);
     }
 
@@ -125,12 +125,17 @@ abstract contract SessionBook is PrepaidAccounts, RegistryConfig {
             Session({
                 owner: record.owner,
                 worker: record.worker,
-                modelId: record.modelId,
+                modelId: _modelIdOf(record.model),
                 claimDeadline: record.claimDeadline,
                 lastActivityAt: record.lastActivityAt,
                 state: record.state,
                 publicKey: publicKey
             });
+    }
+
+    /// @dev The fee of a job in `session`: its model's, which must be enabled.
+    function _sessionJobFee(SessionRecord storage session) internal view returns (uint64) {
+        return _requireModelEnabled(_modelIdOf(session.model));
     }
 
     /// @dev An Active session whose worker is still active: the precondition of putting a job in it.
