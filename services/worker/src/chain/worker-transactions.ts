@@ -17,14 +17,14 @@ import {
 } from '@svc/contracts';
 
 /**
- * Commitments share a transaction (`batch`, docs/protocol.md, Batches): a batch stays open a second for the
- * answers made meanwhile, and the ones made while a batch is being mined go together in the next, so a
- * worker pays about one transaction a second (or a block) for all its answers. No caller waits for it (a
- * call ends on the signed final; only its charge, `ANSWERED`, waits for the commitment), and a job gives
- * its slot to the next one once answered. A commitment waits at most `maxWaitMs` (well within
- * COMMIT_MARGIN) for its batch to close.
+ * Commitments share a transaction (`batch`, docs/protocol.md, Batches) and its commit batch's root: a batch
+ * stays open two seconds for the answers made meanwhile, and the ones made while a batch is being mined go
+ * together in the next, so a worker pays about one transaction and one new slot every two seconds (or
+ * block) for all its answers. No caller waits for it (a call ends on the signed final; only its charge,
+ * `ANSWERED`, waits for the commitment), and a job gives its slot to the next one once answered. A
+ * commitment waits at most `maxWaitMs` (well within COMMIT_MARGIN) for its batch to close.
  */
-export const COMMIT_BATCHES: BatchPolicy = { lingerMs: 1_000, maxWaitMs: 1_000, maxCalls: 64 };
+export const COMMIT_BATCHES: BatchPolicy = { lingerMs: 2_000, maxWaitMs: 2_000, maxCalls: 64 };
 
 interface Commitment {
   readonly jobId: bigint;
