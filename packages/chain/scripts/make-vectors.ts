@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Wallet, hexlify } from 'ethers';
+import { Wallet, hexlify, keccak256, toUtf8Bytes } from 'ethers';
 import { format, resolveConfig } from 'prettier';
 import {
   AnswerFrameKind,
@@ -14,6 +14,7 @@ import {
   SessionKeyPair,
   answerFrameAad,
   blobSidecarOf,
+  commitRootOf,
   encodeBlob,
   encodePromptPlaintext,
   encryptAnswerFrame,
@@ -166,6 +167,14 @@ async function buildVectors(): Promise<unknown> {
         responseHash: responseHashOf(finalFrame),
       },
     },
+    commitBatch: (() => {
+      const answers = [0, 1, 2].map((index) => keccak256(toUtf8Bytes(`final ${index}`)));
+      return {
+        rule: 'root0 = 32 zero bytes; root(k+1) = keccak256(root(k) ‖ responseHash(k))',
+        answers,
+        roots: answers.map((_, index) => commitRootOf(answers.slice(0, index + 1))),
+      };
+    })(),
     workerSignature: {
       workerPrivateKey: worker.privateKey,
       workerAddress: worker.address,

@@ -1,6 +1,7 @@
 import { createECDH } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
-import { hexlify, parseEther } from 'ethers';
+import { hexlify, keccak256, parseEther, toUtf8Bytes } from 'ethers';
+import { sendWithBlobs } from '@svc/anvil';
 import { connectJobRegistry, connectWorkerRegistry, modelIdOf, withDecodedRevert } from '@svc/contracts';
 import { useDevnet } from '@svc/testkit';
 import {
@@ -9,6 +10,7 @@ import {
   JobState,
   ProtocolLogCursor,
   SessionState,
+  commitRootOf,
   type ProtocolEvent,
 } from '../src/index.js';
 import { MODEL } from './support/models.js';
@@ -173,6 +175,82 @@ describe('ChainClient', () => {
     });
     expect(claimed.args).toEqual({ sessionId, worker: worker.address, sessionPublicKey: publicKey });
     expect(claimed.transactionHash).toMatch(/^0x[0-9a-f]{64}$/);
+  });
+
+  it("reads a job's commitment out of a shared commit batch: its hash and the batch, however far back", async () => {
+    const { wallet, deployment, provider } = devnet();
+    const client = clientOf();
+    const user = wallet(7);
+    const worker = wallet(8);
+    const asUser = connectJobRegistry(deployment.jobRegistryAddress, user);
+    await (await asUser.deposit({ value: parseEther('0.1') })).wait();
+    await (
+      await connectWorkerRegistry(deployment.workerRegistryAddress, worker).register([MODEL_ID], {
+        value: deployment.staking.minStakeWei,
+      })
+    ).wait();
+    const opened = await (await asUser.openSession(user.address, MODEL_ID, worker.address)).wait();
+    const sessionId = BigInt(
+      opened!.logs
+        .map((log) => client.jobRegistry.interface.parseLog(log))
+        .find((event) => event?.name === 'SessionOpened')!.args[0],
+    );
+    const asWorker = connectJobRegistry(deployment.jobRegistryAddress, worker);
+    await (await asWorker.claimSession(sessionId, sessionPublicKey())).wait();
+    const ids = [1n, 2n, 3n, 4n].map((sequence) => (sessionId << 32n) | sequence);
+    const registry = client.jobRegistry.interface;
+    const batch = (calls: string[]) => registry.encodeFunctionData('batch', [calls]);
+    await (
+      await sendWithBlobs(
+        user,
+        {
+          to: deployment.jobRegistryAddress,
+          data: batch(
+            ids.map((id, index) =>
+              registry.encodeFunctionData('submitJobFor', [
+                user.address,
+                sessionId,
+                id,
+                MODEL.feeWei,
+                0,
+                index,
+              ]),
+            ),
+          ),
+        },
+        1,
+      )
+    ).wait();
+    // Three answers in one transaction; the fourth job stays unanswered.
+    const answers = ['a', 'b', 'c'].map((text) => keccak256(toUtf8Bytes(text)));
+    const committed = await (
+      await worker.sendTransaction({
+        to: deployment.jobRegistryAddress,
+        data: batch(
+          answers.map((hash, index) => registry.encodeFunctionData('completeJob', [ids[index]!, hash])),
+        ),
+      })
+    ).wait();
+
+    for (const [index, answer] of answers.entries()) {
+      const job = await client.getJob(ids[index]!);
+      expect(job).toMatchObject({ state: JobState.Completed, commitIndex: index });
+      expect(await client.commitmentOf(job)).toEqual({
+        responseHash: answer,
+        commitBatch: answers,
+        transactionHash: committed!.hash,
+        blockNumber: committed!.blockNumber,
+      });
+    }
+    expect(commitRootOf(answers)).toBe(
+      await client.jobRegistry.commitRoot((await client.getJob(ids[0]!)).commitBatch),
+    );
+    expect(await client.commitmentOf(await client.getJob(ids[3]!))).toBeUndefined();
+
+    // More blocks since than one log window holds: found in an earlier window.
+    await provider.send('anvil_mine', ['0x9c4']);
+    const far = await client.commitmentOf(await client.getJob(ids[1]!));
+    expect(far).toMatchObject({ responseHash: answers[1], commitBatch: answers });
   });
 
   it('surfaces a revert of a read as a ContractRevertError with the custom error and its args', async () => {

@@ -3,7 +3,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from '@jest/globals';
-import { Wallet, getBytes, hexlify } from 'ethers';
+import { Wallet, ZeroHash, concat, getBytes, hexlify, keccak256, toUtf8Bytes } from 'ethers';
 import {
   AnswerFrameKind,
   InvalidPublicKeyError,
@@ -11,6 +11,7 @@ import {
   SessionKeyPair,
   answerFrameAad,
   blobSidecarOf,
+  commitRootOf,
   decodeBlob,
   decodeBlobPayloads,
   decodePromptPlaintext,
@@ -59,6 +60,7 @@ interface EnvelopeVectors {
     wire: string;
   };
   answer: { deltas: FrameVector[]; final: FrameVector & { responseHash: string } };
+  commitBatch: { rule: string; answers: string[]; roots: string[] };
   workerSignature: { workerPrivateKey: string; workerAddress: string; digest: string; signature: string };
   linkChallenge: {
     fields: {
@@ -177,6 +179,13 @@ describe('envelope vectors', () => {
 
   it('answer: responseHash is keccak256 of the final frame', () => {
     expect(responseHashOf(getBytes(vectors.answer.final.frame))).toBe(vectors.answer.final.responseHash);
+  });
+
+  it('commit batch: the root chains the answers from 32 zero bytes', () => {
+    const { answers, roots } = vectors.commitBatch;
+    expect(answers[0]).toBe(keccak256(toUtf8Bytes('final 0')));
+    expect(roots[0]).toBe(keccak256(concat([ZeroHash, answers[0]!])));
+    roots.forEach((root, index) => expect(commitRootOf(answers.slice(0, index + 1))).toBe(root));
   });
 
   it('worker signature: digest, deterministic signature and recovery', async () => {

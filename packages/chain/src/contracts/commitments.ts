@@ -45,10 +45,8 @@ export async function readCommitment(
   // The batch is the run of answers from `start` whose chained hash is the root on chain.
   const root = await withDecodedRevert(() => registry.commitRoot(job.commitBatch));
   const hashes = answers.slice(start).map((entry) => registry.interface.parseLog(entry)!.args.responseHash as string);
-  let folded = ZeroHash;
-  for (let size = 1; size <= hashes.length; size++) {
-    folded = keccak256(concat([folded, hashes[size - 1]!]));
-    if (folded !== root || size <= job.commitIndex) continue;
+  for (let size = job.commitIndex + 1; size <= hashes.length; size++) {
+    if (commitRootOf(hashes.slice(0, size)) !== root) continue;
     return {
       responseHash: hashes[job.commitIndex]!,
       commitBatch: hashes.slice(0, size),
@@ -57,6 +55,14 @@ export async function readCommitment(
     };
   }
   throw new Error(`job ${job.jobId}: the answers of transaction ${log.transactionHash} do not make its batch's root`);
+}
+
+/**
+ * The root JobRegistry keeps for a commit batch of these answer hashes, in order: `keccak256(root ‖ hash)`
+ * for each, from 32 zero bytes (docs/protocol.md, Commit batches).
+ */
+export function commitRootOf(responseHashes: readonly string[]): string {
+  return responseHashes.reduce((root, hash) => keccak256(concat([root, hash])), ZeroHash);
 }
 
 async function findCompletedLog(registry: JobRegistry, provider: Provider, job: Job): Promise<Log | undefined> {
