@@ -254,7 +254,13 @@ describe('disputeMismatch', () => {
         );
         // Claiming it was for the current attempt does not make it so.
         const decoded = await expectRevert(
-          jobs.disputeMismatch(current.jobId, current.attempt, stale.ciphertext, staleSignature, COMMIT_BATCH),
+          jobs.disputeMismatch(
+            current.jobId,
+            current.attempt,
+            stale.ciphertext,
+            staleSignature,
+            COMMIT_BATCH,
+          ),
           'NotWorkerSignature',
           { jobId: current.jobId, worker: address.worker },
         );
@@ -271,12 +277,24 @@ describe('disputeMismatch', () => {
       const slash = (await chain().jobs('stranger').parameters()).mismatchSlash;
       const jobs = chain().jobs('user');
       await expectRevert(
-        jobs.disputeMismatch(current.jobId, 2n, COMMITTED, await sign('worker', current, COMMITTED), COMMIT_BATCH),
+        jobs.disputeMismatch(
+          current.jobId,
+          2n,
+          COMMITTED,
+          await sign('worker', current, COMMITTED),
+          COMMIT_BATCH,
+        ),
         'ResponseMatchesCommitment',
         { jobId: current.jobId, responseHash: keccak256(COMMITTED) },
       );
       const receipt = await mined(
-        jobs.disputeMismatch(current.jobId, 2n, DIFFERENT, await sign('worker', current, DIFFERENT), COMMIT_BATCH),
+        jobs.disputeMismatch(
+          current.jobId,
+          2n,
+          DIFFERENT,
+          await sign('worker', current, DIFFERENT),
+          COMMIT_BATCH,
+        ),
       );
       expect(eventOf(receipt, 'JobDisputed').toObject()).toEqual({ jobId: current.jobId, slashed: slash });
       expect(eventOf(receipt, 'JobRefunded').amount).toBe(FEE);

@@ -226,7 +226,9 @@ describe('batch', () => {
     expect(await job(ids[1]!)).toMatchObject({ commitIndex: 0n });
     const otherBatch = (await chain().jobs('stranger').getJob(ids[1]!)).commitBatch;
     expect(otherBatch).not.toBe(commitBatch);
-    expect(await chain().jobs('stranger').commitRoot(otherBatch)).toBe(keccak256(concat([ZeroHash, answers[1]!])));
+    expect(await chain().jobs('stranger').commitRoot(otherBatch)).toBe(
+      keccak256(concat([ZeroHash, answers[1]!])),
+    );
 
     // Settled as ever: released together once the dispute window has passed.
     await chain().clock.advance(DISPUTE_WINDOW + 1);
@@ -248,7 +250,9 @@ describe('batch', () => {
     const batchAnswers = committed.map((frame) => keccak256(frame));
     await sendBatch(
       'worker',
-      ids.map((id, index) => jobRegistryInterface.encodeFunctionData('completeJob', [id, batchAnswers[index]])),
+      ids.map((id, index) =>
+        jobRegistryInterface.encodeFunctionData('completeJob', [id, batchAnswers[index]]),
+      ),
     );
     // The worker signed and delivered another final for the middle job than the one it committed.
     const delivered = hexlify(toUtf8Bytes('the final the caller was given'));
@@ -271,11 +275,18 @@ describe('batch', () => {
       [batchAnswers[1]!, batchAnswers[0]!, batchAnswers[2]!],
       [batchAnswers[0]!, keccak256(delivered), batchAnswers[2]!],
     ]) {
-      await expectRevert(dispute(forged), 'CommitBatchMismatch', { jobId: ids[1], answers: BigInt(forged.length) });
+      await expectRevert(dispute(forged), 'CommitBatchMismatch', {
+        jobId: ids[1],
+        answers: BigInt(forged.length),
+      });
     }
     // The final it committed is no mismatch.
     await expectRevert(
-      dispute(batchAnswers, committed[1], await signFinalAnswer(chain().signers.worker, binding, committed[1]!)),
+      dispute(
+        batchAnswers,
+        committed[1],
+        await signFinalAnswer(chain().signers.worker, binding, committed[1]!),
+      ),
       'ResponseMatchesCommitment',
       { jobId: ids[1], responseHash: batchAnswers[1] },
     );

@@ -41,10 +41,13 @@ export async function readCommitment(
   );
   const position = answers.findIndex((entry) => entry.index === log.index);
   const start = position - job.commitIndex;
-  if (position < 0 || start < 0) throw new Error(`job ${job.jobId}: its JobCompleted is not in its transaction`);
+  if (position < 0 || start < 0)
+    throw new Error(`job ${job.jobId}: its JobCompleted is not in its transaction`);
   // The batch is the run of answers from `start` whose chained hash is the root on chain.
   const root = await withDecodedRevert(() => registry.commitRoot(job.commitBatch));
-  const hashes = answers.slice(start).map((entry) => registry.interface.parseLog(entry)!.args.responseHash as string);
+  const hashes = answers
+    .slice(start)
+    .map((entry) => registry.interface.parseLog(entry)!.args.responseHash as string);
   for (let size = job.commitIndex + 1; size <= hashes.length; size++) {
     if (commitRootOf(hashes.slice(0, size)) !== root) continue;
     return {
@@ -54,7 +57,9 @@ export async function readCommitment(
       blockNumber: log.blockNumber,
     };
   }
-  throw new Error(`job ${job.jobId}: the answers of transaction ${log.transactionHash} do not make its batch's root`);
+  throw new Error(
+    `job ${job.jobId}: the answers of transaction ${log.transactionHash} do not make its batch's root`,
+  );
 }
 
 /**
@@ -65,7 +70,11 @@ export function commitRootOf(responseHashes: readonly string[]): string {
   return responseHashes.reduce((root, hash) => keccak256(concat([root, hash])), ZeroHash);
 }
 
-async function findCompletedLog(registry: JobRegistry, provider: Provider, job: Job): Promise<Log | undefined> {
+async function findCompletedLog(
+  registry: JobRegistry,
+  provider: Provider,
+  job: Job,
+): Promise<Log | undefined> {
   let to = await provider.getBlockNumber();
   for (;;) {
     const from = Math.max(0, to - LOOKUP_WINDOW_BLOCKS + 1);

@@ -33,7 +33,12 @@ function relayOn(store: MemoryStore, readJob: () => Promise<Job>, pollIntervalMs
     readCommitment: async (job: FakeJob) =>
       job.responseHash === undefined
         ? undefined
-        : { responseHash: job.responseHash, commitBatch: [job.responseHash], transactionHash: '0x', blockNumber: 1 },
+        : {
+            responseHash: job.responseHash,
+            commitBatch: [job.responseHash],
+            transactionHash: '0x',
+            blockNumber: 1,
+          },
     chainNow: async () => 0,
     pollIntervalMs,
     finalGraceMs: 50,

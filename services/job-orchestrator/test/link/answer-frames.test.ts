@@ -115,7 +115,9 @@ describe('a real job answered over the link', () => {
     const final = finals[0]!.frame;
     if (final.case !== 'finalAnswer') throw new Error('not a final');
     expect(final.value).toMatchObject({ jobId: jobId.toString(), attempt: 1, seq: chunks.length });
-    expect(responseHashOf(final.value.sealedAnswer)).toBe((await service.chain.commitmentOf(job))?.responseHash);
+    expect(responseHashOf(final.value.sealedAnswer)).toBe(
+      (await service.chain.commitmentOf(job))?.responseHash,
+    );
   }, 60_000);
 
   it('keeps one copy of the final the worker re-sends after its link was replaced and redialled', async () => {

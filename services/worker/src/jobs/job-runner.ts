@@ -577,5 +577,3 @@ export class JobRunner {
 function isOurs(job: Job, worker: string): boolean {
   return job.state === JobState.Submitted && job.worker.toLowerCase() === worker.toLowerCase();
 }
-
-

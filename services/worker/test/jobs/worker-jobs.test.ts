@@ -193,9 +193,13 @@ describe('fault switches of the built-in model', () => {
     // Simulated only, so the slash does not take this file's worker out of service.
     const registry = connectJobRegistry(devnet().deployment.jobRegistryAddress, devnet().wallet(2));
     const { commitBatch } = (await service.chain.commitmentOf(onChain))!;
-    await registry.disputeMismatch.staticCall(job.jobId, onChain.attempt, final.frame, final.signature, [...commitBatch]);
+    await registry.disputeMismatch.staticCall(job.jobId, onChain.attempt, final.frame, final.signature, [
+      ...commitBatch,
+    ]);
     const stale = await withDecodedRevert(() =>
-      registry.disputeMismatch.staticCall(job.jobId, onChain.attempt + 1, final.frame, final.signature, [...commitBatch]),
+      registry.disputeMismatch.staticCall(job.jobId, onChain.attempt + 1, final.frame, final.signature, [
+        ...commitBatch,
+      ]),
     ).catch((error: unknown) => error);
     expect(stale).toBeInstanceOf(ContractRevertError);
     expect((stale as ContractRevertError).revert.name).toBe('StaleAttempt');
