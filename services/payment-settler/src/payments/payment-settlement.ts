@@ -283,15 +283,21 @@ export class PaymentSettlement {
       held.verifiedAtBlock,
     );
     for (const log of logs) {
-      const job = await chain.getJob(log.args.jobId);
-      if (!ours.has(job.promptBlobHash.toLowerCase())) continue;
+      // The prompt's blob from the job's JobSubmitted, in the settlement's block: the job's record names
+      // its prompt only until it is answered (docs/protocol.md, Commit batches), which may be at once.
+      const [submitted] = await chain.jobRegistry.queryFilter(
+        chain.jobRegistry.filters.JobSubmitted(log.args.jobId),
+        log.blockNumber,
+        log.blockNumber,
+      );
+      if (!submitted || !ours.has(submitted.args.promptBlobHash.toLowerCase())) continue;
       return {
         txHash: log.transactionHash.toLowerCase(),
         jobId: log.args.jobId.toString(),
         payer,
         amount: log.args.amount.toString(),
         network: held.network,
-        promptBlobHash: job.promptBlobHash,
+        promptBlobHash: submitted.args.promptBlobHash,
         blockNumber: log.blockNumber,
       };
     }
