@@ -86,13 +86,18 @@ class Fakes {
     timeoutJob: async () => this.#tx('timeoutJob', 2),
     reassignJob: async () => this.#tx('reassignJob', 3),
     refundJob: async () => this.#tx('refundJob', 4),
-    disputeMismatch: async () => this.#tx('disputeMismatch', 5),
+    disputeMismatch: async (...args: unknown[]) => {
+      this.disputes.push(args);
+      return this.#tx('disputeMismatch', 5);
+    },
     refundUndelivered: async () => {
       if (this.refundUndeliveredFails) throw new Error('rpc down');
       return this.#tx('refundUndelivered', 6);
     },
   };
   refundUndeliveredFails = false;
+  /** The arguments of each `disputeMismatch` sent. */
+  disputes: unknown[][] = [];
   readonly markedUndelivered: bigint[] = [];
 
   readonly perCall = {
@@ -538,6 +543,10 @@ describe('the completion runner (fakes)', () => {
     const events = await run(fakes, fakes.delegateCall());
     expect(events.at(-1)).toMatchObject({ case: 'failed', error: { code: 'job_failed' } });
     expect(fakes.sent).toEqual(['submitJobFor', 'disputeMismatch']);
+    // The dispute proves the commitment with its whole commit batch.
+    expect(fakes.disputes).toEqual([
+      [1n, 1, new Uint8Array([1]), new Uint8Array([2]), commitment.commitBatch],
+    ]);
     expect(fakes.kinds()).toEqual(['SUBMITTED', 'FAILED', 'DISPUTED', 'REFUNDED']);
   });
 
