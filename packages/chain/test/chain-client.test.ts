@@ -235,12 +235,13 @@ describe('ChainClient', () => {
     for (const [index, answer] of answers.entries()) {
       const job = await client.getJob(ids[index]!);
       expect(job).toMatchObject({ state: JobState.Completed, commitIndex: index });
-      expect(await client.commitmentOf(job)).toEqual({
+      const commitment = await client.commitmentOf(job);
+      expect(commitment).toEqual({
         responseHash: answer,
-        commitBatch: answers,
         transactionHash: committed!.hash,
         blockNumber: committed!.blockNumber,
       });
+      expect(await client.commitBatchOf(job, commitment!)).toEqual(answers);
     }
     expect(commitRootOf(answers)).toBe(
       await client.jobRegistry.commitRoot((await client.getJob(ids[0]!)).commitBatch),
@@ -250,7 +251,7 @@ describe('ChainClient', () => {
     // More blocks since than one log window holds: found in an earlier window.
     await provider.send('anvil_mine', ['0x9c4']);
     const far = await client.commitmentOf(await client.getJob(ids[1]!));
-    expect(far).toMatchObject({ responseHash: answers[1], commitBatch: answers });
+    expect(far).toMatchObject({ responseHash: answers[1], transactionHash: committed!.hash });
   });
 
   it('surfaces a revert of a read as a ContractRevertError with the custom error and its args', async () => {

@@ -10,7 +10,7 @@ import {
   type WorkerRegistry,
 } from '@svc/contracts';
 import { RpcProvider } from './rpc-provider.js';
-import { readCommitment, type Commitment } from './commitments.js';
+import { readCommitBatch, readCommitment, type Commitment } from './commitments.js';
 import { toJob, toSession, type Job, type Session } from './records.js';
 
 export interface ChainClientOptions {
@@ -81,6 +81,11 @@ export class ChainClient {
   /** What the job's worker committed, once this node has its `JobCompleted` (see `readCommitment`). */
   commitmentOf(job: Job): Promise<Commitment | undefined> {
     return readCommitment(this.jobRegistry, this.provider, job);
+  }
+
+  /** Every answer hash of the job's commit batch, in order: what a dispute hands the contract. */
+  commitBatchOf(job: Job, commitment: Commitment): Promise<string[]> {
+    return readCommitBatch(this.jobRegistry, this.provider, job, commitment);
   }
 
   prepaidBalanceOf(user: string): Promise<bigint> {

@@ -12,17 +12,14 @@ const LOOKUP_WINDOW_BLOCKS = 2_000;
  */
 export interface Commitment {
   readonly responseHash: string;
-  /** Every answer hash of the job's commit batch, in order: what `disputeMismatch` takes. */
-  readonly commitBatch: readonly string[];
   readonly transactionHash: string;
   readonly blockNumber: number;
 }
 
 /**
- * The commitment of a completed job (one with `completedAt`), from its `JobCompleted` event and the other
- * answers of its transaction, checked against the batch's root on chain. Undefined while this node has no
- * such event (not completed, or not yet indexed). Looks back from the latest block a window at a time, down
- * to the completion's time, so a recent commitment costs one `eth_getLogs`.
+ * The commitment of a completed job (one with `completedAt`), from its `JobCompleted` event. Undefined
+ * while this node has no such event (not completed, or not yet indexed). Looks back from the latest block a
+ * window at a time, down to the completion's time, so a recent commitment costs one `eth_getLogs`.
  */
 export async function readCommitment(
   registry: JobRegistry,
@@ -32,33 +29,44 @@ export async function readCommitment(
   if (job.completedAt === 0) return undefined;
   const log = await findCompletedLog(registry, provider, job);
   if (!log) return undefined;
-  const receipt = await provider.getTransactionReceipt(log.transactionHash);
-  if (!receipt) return undefined;
+  return {
+    responseHash: registry.interface.parseLog(log)!.args.responseHash as string,
+    transactionHash: log.transactionHash,
+    blockNumber: log.blockNumber,
+  };
+}
+
+/**
+ * Every answer hash of the job's commit batch, in order (what `disputeMismatch` takes): the `JobCompleted`
+ * events of the commitment's transaction from `commitIndex` places before the job's, as many as make the
+ * batch's root on chain.
+ */
+export async function readCommitBatch(
+  registry: JobRegistry,
+  provider: Provider,
+  job: Job,
+  commitment: Commitment,
+): Promise<string[]> {
+  const receipt = await provider.getTransactionReceipt(commitment.transactionHash);
+  if (!receipt)
+    throw new Error(`job ${job.jobId}: no receipt for its commitment ${commitment.transactionHash}`);
   const topic = registry.interface.getEvent('JobCompleted').topicHash;
   const address = (registry.target as string).toLowerCase();
-  const answers = receipt.logs.filter(
-    (entry) => entry.address.toLowerCase() === address && entry.topics[0] === topic,
-  );
-  const position = answers.findIndex((entry) => entry.index === log.index);
+  const answers = receipt.logs
+    .filter((entry) => entry.address.toLowerCase() === address && entry.topics[0] === topic)
+    .map((entry) => registry.interface.parseLog(entry)!.args);
+  const position = answers.findIndex((args) => args.jobId === job.jobId);
   const start = position - job.commitIndex;
   if (position < 0 || start < 0)
-    throw new Error(`job ${job.jobId}: its JobCompleted is not in its transaction`);
-  // The batch is the run of answers from `start` whose chained hash is the root on chain.
+    throw new Error(`job ${job.jobId}: its JobCompleted is not in ${commitment.transactionHash}`);
   const root = await withDecodedRevert(() => registry.commitRoot(job.commitBatch));
-  const hashes = answers
-    .slice(start)
-    .map((entry) => registry.interface.parseLog(entry)!.args.responseHash as string);
+  const hashes = answers.slice(start).map((args) => args.responseHash as string);
   for (let size = job.commitIndex + 1; size <= hashes.length; size++) {
-    if (commitRootOf(hashes.slice(0, size)) !== root) continue;
-    return {
-      responseHash: hashes[job.commitIndex]!,
-      commitBatch: hashes.slice(0, size),
-      transactionHash: log.transactionHash,
-      blockNumber: log.blockNumber,
-    };
+    const batch = hashes.slice(0, size);
+    if (commitRootOf(batch) === root) return batch;
   }
   throw new Error(
-    `job ${job.jobId}: the answers of transaction ${log.transactionHash} do not make its batch's root`,
+    `job ${job.jobId}: the answers of transaction ${commitment.transactionHash} do not make its batch's root`,
   );
 }
 

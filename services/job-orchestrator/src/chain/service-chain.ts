@@ -14,6 +14,8 @@ import {
   type ProvingBlobSidecar,
   type SignedTransaction,
   type ChainClient,
+  type Commitment,
+  type Job,
   type ContractError,
   type ProtocolEvent,
   type ProtocolEventName,
@@ -333,15 +335,15 @@ export class ServiceChain {
     return this.#send('releaseJobs', [[...jobIds]]);
   }
 
-  /** `commitBatch`: every answer hash of the job's commit batch, in order (`Commitment.commitBatch`). */
-  disputeMismatch(
-    jobId: bigint,
-    attempt: number,
+  /** Disputes `job`'s `commitment` with the worker's signed final: the commit batch is read to prove it. */
+  async disputeMismatch(
+    job: Job,
+    commitment: Commitment,
     ciphertext: Uint8Array,
     signature: Uint8Array,
-    commitBatch: readonly string[],
   ): Promise<ServiceTransaction> {
-    return this.#send('disputeMismatch', [jobId, attempt, ciphertext, signature, [...commitBatch]]);
+    const commitBatch = await this.reads.commitBatchOf(job, commitment);
+    return this.#send('disputeMismatch', [job.jobId, job.attempt, ciphertext, signature, commitBatch]);
   }
 
   /**

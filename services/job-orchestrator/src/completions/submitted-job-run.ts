@@ -539,11 +539,10 @@ export class SubmittedJobRun {
       );
     try {
       const dispute = await chain.disputeMismatch(
-        jobId,
-        attempt,
+        outcome.job,
+        outcome.commitment,
         outcome.final.sealedAnswer,
         outcome.final.workerSignature,
-        outcome.commitment.commitBatch,
       );
       const step = { jobId, attempt, txHash: dispute.hash };
       await lifecycle.publish(identity, JobLifecycleKind.DISPUTED, { ...step, worker: service.worker });

@@ -35,7 +35,6 @@ function relayOn(store: MemoryStore, readJob: () => Promise<Job>, pollIntervalMs
         ? undefined
         : {
             responseHash: job.responseHash,
-            commitBatch: [job.responseHash],
             transactionHash: '0x',
             blockNumber: 1,
           },

@@ -263,7 +263,7 @@ async function run(fakes: Fakes, call: CompletionCall): Promise<CompletionEvent[
 }
 
 const job = { state: JobState.Completed, fee: FEE } as never;
-const commitment = { responseHash: '0x01', commitBatch: ['0x01'], transactionHash: '0x02', blockNumber: 1 };
+const commitment = { responseHash: '0x01', transactionHash: '0x02', blockNumber: 1 };
 const committed = (text: string): AttemptOutcome => ({ kind: 'committed', text, job });
 const failed: AttemptOutcome = {
   kind: 'failed',
@@ -543,10 +543,8 @@ describe('the completion runner (fakes)', () => {
     const events = await run(fakes, fakes.delegateCall());
     expect(events.at(-1)).toMatchObject({ case: 'failed', error: { code: 'job_failed' } });
     expect(fakes.sent).toEqual(['submitJobFor', 'disputeMismatch']);
-    // The dispute proves the commitment with its whole commit batch.
-    expect(fakes.disputes).toEqual([
-      [1n, 1, new Uint8Array([1]), new Uint8Array([2]), commitment.commitBatch],
-    ]);
+    // The dispute names the commitment the relay read (ServiceChain reads its batch to prove it).
+    expect(fakes.disputes).toEqual([[job, commitment, new Uint8Array([1]), new Uint8Array([2])]]);
     expect(fakes.kinds()).toEqual(['SUBMITTED', 'FAILED', 'DISPUTED', 'REFUNDED']);
   });
 

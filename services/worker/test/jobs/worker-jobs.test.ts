@@ -192,7 +192,10 @@ describe('fault switches of the built-in model', () => {
     // The worker signs what the contract verifies: its signed final proves the mismatch on chain.
     // Simulated only, so the slash does not take this file's worker out of service.
     const registry = connectJobRegistry(devnet().deployment.jobRegistryAddress, devnet().wallet(2));
-    const { commitBatch } = (await service.chain.commitmentOf(onChain))!;
+    const commitBatch = await service.chain.commitBatchOf(
+      onChain,
+      (await service.chain.commitmentOf(onChain))!,
+    );
     await registry.disputeMismatch.staticCall(job.jobId, onChain.attempt, final.frame, final.signature, [
       ...commitBatch,
     ]);
