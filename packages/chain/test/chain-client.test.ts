@@ -200,27 +200,40 @@ describe('ChainClient', () => {
     const ids = [1n, 2n, 3n, 4n].map((sequence) => (sessionId << 32n) | sequence);
     const registry = client.jobRegistry.interface;
     const batch = (calls: string[]) => registry.encodeFunctionData('batch', [calls]);
-    await (
-      await sendWithBlobs(
-        user,
-        {
-          to: deployment.jobRegistryAddress,
-          data: batch(
-            ids.map((id, index) =>
-              registry.encodeFunctionData('submitJobFor', [
-                user.address,
-                sessionId,
-                id,
-                MODEL.feeWei,
-                0,
-                index,
-              ]),
-            ),
+    const submission = await sendWithBlobs(
+      user,
+      {
+        to: deployment.jobRegistryAddress,
+        data: batch(
+          ids.map((id, index) =>
+            registry.encodeFunctionData('submitJobFor', [
+              user.address,
+              sessionId,
+              id,
+              MODEL.feeWei,
+              0,
+              index,
+            ]),
           ),
-        },
-        1,
-      )
-    ).wait();
+        ),
+      },
+      1,
+    );
+    const submitted = (await submission.wait())!;
+    // Each job's prompt blob is named by its JobSubmitted (not kept in storage); the job keeps its place.
+    for (const [index, id] of ids.entries()) {
+      const job = await client.getJob(id);
+      expect(job.promptIndex).toBe(index);
+      for (const fromBlock of [undefined, submitted.blockNumber]) {
+        expect(await client.promptPlaceOf(job, fromBlock)).toEqual({
+          promptBlobHash: submission.blobVersionedHashes![0],
+          promptIndex: index,
+          blockNumber: submitted.blockNumber,
+        });
+      }
+      // Looked for only from a later block: not found.
+      expect(await client.promptPlaceOf(job, submitted.blockNumber + 1)).toBeUndefined();
+    }
     // Three answers in one transaction; the fourth job stays unanswered.
     const answers = ['a', 'b', 'c'].map((text) => keccak256(toUtf8Bytes(text)));
     const committed = await (

@@ -44,8 +44,9 @@ const SETTINGS = {
 
 /**
  * Warnings reviewed and accepted, by solc error code. 2394: "transient storage can break composability"
- * (it outlives a call frame). JobBook caches which prompt-blob record a blob index of the transaction has;
- * every frame of one transaction sees the same blobs, so what one frame cached is right for the next.
+ * (it outlives a call frame). JobBook keeps the transaction's open commit batch there on purpose: every
+ * `completeJob` of one transaction, whichever frame runs it, joins the same batch, and a frame that reverts
+ * takes its answer out with it (docs/protocol.md, Commit batches).
  */
 const ACCEPTED_WARNINGS = new Set(['2394']);
 

@@ -115,12 +115,11 @@ describe('batch', () => {
       worker: address.otherWorker,
       delegate: address.service,
       sessionId: second,
-      promptBlobHash: versionedHashes[0],
       promptIndex: 1n,
       state: BigInt(JobState.Submitted),
       attempt: 1n,
     });
-    expect(await job(ids[2]!)).toMatchObject({ promptBlobHash: versionedHashes[1], promptIndex: 0n });
+    expect(await job(ids[2]!)).toMatchObject({ promptIndex: 0n, commitBatch: 0n });
     expect(await balance('user')).toBe(DEPOSIT - FEE);
     expect(await balance('otherUser')).toBe(DEPOSIT - 2n * FEE);
     expect(await nextJobId(first)).toBe((first << 32n) | 3n);
@@ -208,7 +207,6 @@ describe('batch', () => {
         commitBatch,
         commitIndex: BigInt(commitIndex),
         // The record's place now names the answer, not the prompt.
-        promptBlobHash: ZeroHash,
         promptIndex: 0n,
       });
     }
@@ -304,21 +302,32 @@ describe('batch', () => {
     const { address } = chain();
     const first = await openActiveSession(chain(), { owner: 'service', worker: 'worker' });
     const ids = [(first << 32n) | 1n, (first << 32n) | 2n];
-    const { versionedHashes: shared } = await sendBatch(
+    const { receipt: submitted, versionedHashes: shared } = await sendBatch(
       'service',
       [submission('user', first, ids[0]!, 0, 0), submission('otherUser', first, ids[1]!, 0, 1)],
       1,
     );
+    expect(eventsOf(submitted, 'JobSubmitted').map((event) => event.promptBlobHash)).toEqual([
+      shared[0],
+      shared[0],
+    ]);
     await mined(chain().jobs('worker').failJob(ids[0]!));
     const retry = await openActiveSession(chain(), { owner: 'service', worker: 'otherWorker' });
-    const { versionedHashes } = await callWithBlobs(chain(), 'service', 'reassignJob', [ids[0]!, retry], 2, {
-      blobIndex: 1,
-      promptIndex: 4,
-    });
+    const { receipt, versionedHashes } = await callWithBlobs(
+      chain(),
+      'service',
+      'reassignJob',
+      [ids[0]!, retry],
+      2,
+      { blobIndex: 1, promptIndex: 4 },
+    );
+    // The new prompt's blob is named by the reassignment's event; the job records the prompt's place.
+    expect(
+      eventsOf(receipt, 'JobReassigned').map((event) => [event.promptBlobHash, event.promptIndex]),
+    ).toEqual([[versionedHashes[1], 4n]]);
     expect(await job(ids[0]!)).toMatchObject({
       sessionId: retry,
       worker: address.otherWorker,
-      promptBlobHash: versionedHashes[1],
       promptIndex: 4n,
       attempt: 2n,
       state: BigInt(JobState.Submitted),
@@ -326,7 +335,6 @@ describe('batch', () => {
     expect(await job(ids[1]!)).toMatchObject({
       sessionId: first,
       worker: address.worker,
-      promptBlobHash: shared[0],
       promptIndex: 1n,
       attempt: 1n,
     });

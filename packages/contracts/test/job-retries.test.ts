@@ -52,7 +52,7 @@ describe('job retries and refunds', () => {
       expect(plain(job)).toMatchObject({
         sessionId: next,
         worker: address.otherWorker,
-        promptBlobHash: versionedHashes[0],
+        promptIndex: 0n,
         attempt: 2n,
         state: BigInt(JobState.Submitted),
         deadline: BigInt(timestamp + JOB_TIMEOUT),

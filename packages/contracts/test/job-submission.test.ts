@@ -51,7 +51,7 @@ describe('submitJobFor', () => {
       delegate: ZeroAddress,
       sessionId,
       fee: FEE,
-      promptBlobHash: versionedHashes[0],
+      promptIndex: 0n,
       deadline: BigInt(timestamp + 120),
       attempt: 1n,
       state: BigInt(JobState.Submitted),
@@ -101,16 +101,14 @@ describe('submitJobFor', () => {
       );
     }
     expect(await chain().jobs('stranger').prepaidBalanceOf(address.user)).toBe(DEPOSIT);
-    // Any blob of the transaction may hold the prompt: the job records the one it names.
-    const { jobId, versionedHashes } = await submitJob(chain(), sessionId, {
+    // Any blob of the transaction may hold the prompt: its event names the one the submission named.
+    const { jobId, receipt, versionedHashes } = await submitJob(chain(), sessionId, {
       blobs: 3,
       blobIndex: 2,
       promptIndex: 7,
     });
-    expect(plain(await chain().jobs('stranger').getJob(jobId))).toMatchObject({
-      promptBlobHash: versionedHashes[2],
-      promptIndex: 7n,
-    });
+    expect(eventOf(receipt, 'JobSubmitted').promptBlobHash).toBe(versionedHashes[2]);
+    expect(plain(await chain().jobs('stranger').getJob(jobId))).toMatchObject({ promptIndex: 7n });
   });
 
   it('refuses a fee above maxFee; a higher maxFee still charges only the fee', async () => {

@@ -10,7 +10,13 @@ import {
   type WorkerRegistry,
 } from '@svc/contracts';
 import { RpcProvider } from './rpc-provider.js';
-import { readCommitBatch, readCommitment, type Commitment } from './commitments.js';
+import {
+  readCommitBatch,
+  readCommitment,
+  readPromptPlace,
+  type Commitment,
+  type PromptPlace,
+} from './job-logs.js';
 import { toJob, toSession, type Job, type Session } from './records.js';
 
 export interface ChainClientOptions {
@@ -76,6 +82,18 @@ export class ChainClient {
 
   async getJob(jobId: bigint): Promise<Job> {
     return toJob(jobId, await read(() => this.jobRegistry.getJob(jobId)));
+  }
+
+  /**
+   * Where a Submitted job's prompt lies, from its latest `JobSubmitted` or `JobReassigned` (see
+   * `readPromptPlace`), searched from `fromBlock` when the announcing block is known.
+   */
+  async promptPlaceOf(job: Job, fromBlock?: number): Promise<PromptPlace | undefined> {
+    const bound =
+      fromBlock !== undefined
+        ? { fromBlock }
+        : { jobTimeoutSeconds: (await this.parameters()).jobTimeoutSeconds };
+    return readPromptPlace(this.jobRegistry, this.provider, job, bound);
   }
 
   /** What the job's worker committed, once this node has its `JobCompleted` (see `readCommitment`). */

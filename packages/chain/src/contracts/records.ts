@@ -28,8 +28,10 @@ export interface Job {
   readonly completedAt: number;
   readonly failedAt: number;
   readonly allowanceEpoch: number;
-  /** The blob holding the prompt, and the prompt's place among that blob's payloads (until completed). */
-  readonly promptBlobHash: string;
+  /**
+   * The prompt's place among its blob's payloads (until completed); the blob is named by the job's
+   * `JobSubmitted` or `JobReassigned` (`readPromptPlace`).
+   */
   readonly promptIndex: number;
   /**
    * Once completed, the commit batch holding the answer and the answer's place in it; the answer's hash
@@ -66,7 +68,6 @@ export function toJob(jobId: bigint, struct: JobStructOutput): Job {
     completedAt: Number(struct.completedAt),
     failedAt: Number(struct.failedAt),
     allowanceEpoch: Number(struct.allowanceEpoch),
-    promptBlobHash: struct.promptBlobHash,
     promptIndex: Number(struct.promptIndex),
     commitBatch: Number(struct.commitBatch),
     commitIndex: Number(struct.commitIndex),

@@ -10,16 +10,15 @@ import {Job, JobState} from "./Types.sol";
 abstract contract JobBook is SessionBook {
     /// @dev A job packed into one slot (docs/architecture.md, Gas): its payer and delegate by account id,
     /// fee, where its prompt or its answer lies, and the state that changes. `stamp` is the deadline while
-    /// Submitted, then the time of completion or failure. `record` and `index` place the prompt (a prompt
-    /// blob and the prompt's place in it) until the job is completed, then the answer (a commit batch and
-    /// the answer's place in it): both come from one sequence of ids, so `_commitRoots` tells which. The
-    /// job's session is the one its id names unless it was reassigned (`_reassignedTo`), its worker the
-    /// session's.
+    /// Submitted, then the time of completion or failure. `index` is the prompt's place in its blob until
+    /// the job is completed, then the answer's place in `commitBatch` (0 until then). The prompt blob's
+    /// versioned hash is in the job's `JobSubmitted` or `JobReassigned` event, not in storage. The job's
+    /// session is the one its id names unless it was reassigned (`_reassignedTo`), its worker the session's.
     struct JobRecord {
         uint32 payer;
         uint32 delegate;
         uint64 fee;
-        uint32 record;
+        uint32 commitBatch;
         uint32 allowanceEpoch;
         uint40 stamp;
         uint8 attempt;
@@ -30,18 +29,13 @@ abstract contract JobBook is SessionBook {
     /// @notice Most answers one commit batch holds; a transaction committing more starts another batch.
     uint256 public constant COMMIT_BATCH_SIZE = 256;
 
-    /// @dev Transient slots `PROMPT_BLOB_OF_INDEX + i`: the prompt-blob record of blob `i` of this
-    /// transaction, once a job named it (ids start at 1, so 0 is "not yet").
-    bytes32 private constant PROMPT_BLOB_OF_INDEX = keccak256("svc.JobBook.promptBlobOfIndex");
     /// @dev Transient slot: this transaction's open commit batch, `id << 16 | answers in it` (0: none yet).
     bytes32 private constant OPEN_COMMIT_BATCH = keccak256("svc.JobBook.openCommitBatch");
 
     mapping(uint256 jobId => JobRecord job) internal _jobs;
     mapping(uint256 jobId => uint64 sessionId) private _reassignedTo;
-    /// @dev Prompt blobs and commit batches, by record id: a blob's versioned hash, or a batch's root.
-    mapping(uint32 record => bytes32 versionedHash) private _promptBlobHashes;
-    mapping(uint32 record => bytes32 root) private _commitRoots;
-    uint32 private _lastRecord;
+    mapping(uint32 commitBatch => bytes32 root) private _commitRoots;
+    uint32 private _lastCommitBatch;
     mapping(address worker => uint256 amount) private _earnings;
     uint256 private _protocolFees;
 
@@ -93,7 +87,7 @@ abstract contract JobBook is SessionBook {
         if (principalOf(msg.sender) != worker) revert NotJobWorker(jobId, msg.sender);
         if (block.timestamp > job.stamp) revert JobDeadlinePassed(jobId, job.stamp);
         if (responseHash == bytes32(0)) revert ZeroResponseHash(jobId);
-        (job.record, job.index) = _addToCommitBatch(responseHash);
+        (job.commitBatch, job.index) = _addToCommitBatch(responseHash);
         job.state = JobState.Completed;
         job.stamp = uint40(block.timestamp);
         emit JobCompleted(jobId, worker, responseHash);
@@ -120,7 +114,7 @@ abstract contract JobBook is SessionBook {
         external
         whenNotPaused
     {
-        (uint32 promptBlob, bytes32 promptBlobHash) = _promptBlob(blobIndex);
+        bytes32 promptBlobHash = _promptBlobHash(blobIndex);
         JobRecord storage job = _jobInState(jobId, JobState.Failed);
         SessionRecord storage previous = _sessions[_sessionOf(jobId, job)];
         address owner = previous.owner;
@@ -134,7 +128,6 @@ abstract contract JobBook is SessionBook {
             revert SessionModelMismatch(newSessionId, _modelIdOf(previous.model), _modelIdOf(next.model));
         }
         _reassignedTo[jobId] = uint64(newSessionId);
-        job.record = promptBlob;
         job.index = promptIndex;
         job.stamp = uint40(block.timestamp) + uint40(_params.jobTimeout);
         ++job.attempt;
@@ -194,7 +187,7 @@ abstract contract JobBook is SessionBook {
         if (state == JobState.None) return _emptyJob();
         uint64 stamp = job.stamp;
         // A completed job names its commit batch from then on, and never runs again.
-        bool answered = _commitRoots[job.record] != bytes32(0);
+        bool answered = job.commitBatch != 0;
         uint256 sessionId = _sessionOf(jobId, job);
         return
             Job({
@@ -209,9 +202,8 @@ abstract contract JobBook is SessionBook {
                 allowanceEpoch: job.allowanceEpoch,
                 sessionId: uint64(sessionId),
                 fee: job.fee,
-                promptBlobHash: answered ? bytes32(0) : _promptBlobHashes[job.record],
                 promptIndex: answered ? 0 : job.index,
-                commitBatch: answered ? job.record : 0,
+                commitBatch: job.commitBatch,
                 commitIndex: answered ? job.index : 0
             });
     }
@@ -238,7 +230,7 @@ abstract contract JobBook is SessionBook {
         uint8 blobIndex,
         uint8 promptIndex
     ) internal {
-        (uint32 promptBlob, bytes32 promptBlobHash) = _promptBlob(blobIndex);
+        bytes32 promptBlobHash = _promptBlobHash(blobIndex);
         uint32 payerId = _debit(payer, fee);
         (uint32 delegateId, uint32 epoch) = delegate == address(0)
             ? (0, 0)
@@ -250,7 +242,7 @@ abstract contract JobBook is SessionBook {
                 payer: payerId,
                 delegate: delegateId,
                 fee: fee,
-                record: promptBlob,
+                commitBatch: 0,
                 allowanceEpoch: epoch,
                 stamp: uint40(block.timestamp) + uint40(_params.jobTimeout),
                 attempt: 1,
@@ -285,24 +277,11 @@ abstract contract JobBook is SessionBook {
         return _sessions[_sessionOf(jobId, job)].worker;
     }
 
-    /// @dev Blob `blobIndex` of this transaction: recorded once (its versioned hash under a new id) by the
-    /// first job that names it, shared by the others through transient storage. Every call frame of a
-    /// transaction sees the same blobs, so the cache is right for all of them (scripts/compile.mjs
-    /// accepts solc's warning about transient storage for this reason).
-    function _promptBlob(uint8 blobIndex) private returns (uint32 id, bytes32 versionedHash) {
+    /// @dev The versioned hash of blob `blobIndex` of this transaction. Every call frame of a transaction
+    /// sees the same blobs, so a call of `batch` names them as a transaction sent alone would.
+    function _promptBlobHash(uint8 blobIndex) private view returns (bytes32 versionedHash) {
         versionedHash = blobhash(blobIndex);
         if (versionedHash == bytes32(0)) revert BlobMissing(blobIndex);
-        bytes32 slot = bytes32(uint256(PROMPT_BLOB_OF_INDEX) + blobIndex);
-        uint256 cached;
-        assembly ("memory-safe") {
-            cached := tload(slot)
-        }
-        if (cached != 0) return (uint32(cached), versionedHash);
-        id = ++_lastRecord;
-        _promptBlobHashes[id] = versionedHash;
-        assembly ("memory-safe") {
-            tstore(slot, id)
-        }
     }
 
     /// @dev Writes a new job's slot in one SSTORE. Assigned field by field (what the IR pipeline makes of
@@ -310,7 +289,7 @@ abstract contract JobBook is SessionBook {
     /// Solidity's packing of `JobRecord`: the first field in the lowest bits; `getJob` reads it back.
     function _storeNewJob(JobRecord storage slot, JobRecord memory job) private {
         uint256 word = uint256(job.payer) | (uint256(job.delegate) << 32) | (uint256(job.fee) << 64)
-            | (uint256(job.record) << 128) | (uint256(job.allowanceEpoch) << 160) | (uint256(job.stamp) << 192)
+            | (uint256(job.commitBatch) << 128) | (uint256(job.allowanceEpoch) << 160) | (uint256(job.stamp) << 192)
             | (uint256(job.attempt) << 232) | (uint256(uint8(job.state)) << 240) | (uint256(job.index) << 248);
         assembly ("memory-safe") {
             sstore(slot.slot, word)
@@ -332,7 +311,7 @@ abstract contract JobBook is SessionBook {
         uint256 answers = open & 0xffff;
         id = uint32(open >> 16);
         if (id == 0 || answers == COMMIT_BATCH_SIZE) {
-            id = ++_lastRecord;
+            id = ++_lastCommitBatch;
             answers = 0;
         }
         index = uint8(answers);
@@ -354,7 +333,7 @@ abstract contract JobBook is SessionBook {
         for (uint256 i = 0; i < commitBatch.length; ++i) {
             root = keccak256(abi.encodePacked(root, commitBatch[i]));
         }
-        if (root != _commitRoots[job.record] || job.index >= commitBatch.length) {
+        if (root != _commitRoots[job.commitBatch] || job.index >= commitBatch.length) {
             revert CommitBatchMismatch(jobId, commitBatch.length);
         }
         return commitBatch[job.index];

@@ -45,9 +45,10 @@ struct Session {
 
 /// @notice A job as returned by `getJob` (JobBook keeps it packed in one slot).
 /// @dev `deadline` is set while Submitted; `completedAt` once Completed (kept when Released or refunded
-/// after a dispute); `failedAt` while Failed (kept when refunded). The prompt's place is set until the job
-/// is completed, the answer's (`commitBatch`, `commitIndex`) from then on; the answer's hash itself is in
-/// `JobCompleted` (docs/protocol.md, Commit batches).
+/// after a dispute); `failedAt` while Failed (kept when refunded). `promptIndex` is the prompt's place in
+/// its blob until the job is completed, `commitBatch` and `commitIndex` the answer's place from then on.
+/// The prompt blob's versioned hash is in the job's `JobSubmitted` or `JobReassigned` event, the answer's
+/// hash in its `JobCompleted` (docs/protocol.md, Commit batches).
 struct Job {
     address payer;
     uint64 deadline;
@@ -61,9 +62,7 @@ struct Job {
     uint32 allowanceEpoch;
     uint64 sessionId;
     uint128 fee;
-    /// @dev The versioned hash of the blob holding the prompt, and the prompt's place among the payloads
-    /// of that blob (docs/protocol.md, Blob format).
-    bytes32 promptBlobHash;
+    /// @dev The prompt's place among the payloads of its blob (docs/protocol.md, Blob format).
     uint8 promptIndex;
     uint32 commitBatch;
     uint8 commitIndex;

@@ -10,6 +10,7 @@ import {
   type ChainClient,
   type Job,
   type Prompt,
+  type PromptPlace,
   type TypedDataSigner,
 } from '@svc/chain';
 import type { Logger } from '@svc/platform';
@@ -32,6 +33,9 @@ import type { PromptReader } from './prompt-reader.js';
 
 const COMMIT_TRIES = 5;
 const COMMIT_RETRY_DELAY_MS = 1_000;
+/** Looks for a job's prompt place: its event may reach this node's logs a moment after its state. */
+const PROMPT_PLACE_TRIES = 3;
+const PROMPT_PLACE_RETRY_DELAY_MS = 500;
 
 /** A job as the chain announced it to this worker (JobSubmitted or JobReassigned). */
 export interface JobAssignment {
@@ -301,9 +305,10 @@ export class JobRunner {
       await journal.remove(answer.jobId, answer.attempt);
       return 'not-ours';
     }
+    const landed = await this.#promptPlace(job).catch(() => undefined);
     if (
-      job.promptBlobHash.toLowerCase() !== answer.promptBlobHash?.toLowerCase() ||
-      job.promptIndex !== (answer.promptIndex ?? 0)
+      landed?.promptBlobHash.toLowerCase() !== answer.promptBlobHash?.toLowerCase() ||
+      landed?.promptIndex !== (answer.promptIndex ?? 0)
     ) {
       // A replacement with another prompt landed under the same id: this answer is not its answer, and
       // a second final for the same attempt is never signed. The job is failed (so it can be reassigned).
@@ -461,6 +466,20 @@ export class JobRunner {
     return 'completed';
   }
 
+  /**
+   * Where a Submitted job's prompt lies: JobRegistry keeps only its place in the blob, the blob being named
+   * by the job's latest `JobSubmitted` or `JobReassigned` (from `fromBlock`, the announcing block, if known).
+   */
+  async #promptPlace(job: Job, fromBlock?: number): Promise<PromptPlace> {
+    for (let attempt = 1; ; attempt += 1) {
+      const place = await this.#options.chain.promptPlaceOf(job, fromBlock);
+      if (place) return place;
+      if (attempt >= PROMPT_PLACE_TRIES)
+        throw new JobRefusedError('blob_unavailable', "no event of the job names its prompt's blob");
+      await sleep(PROMPT_PLACE_RETRY_DELAY_MS);
+    }
+  }
+
   /** Whether the chain holds this answer as the job's commitment (a completed job's `JobCompleted`). */
   async #isOurCommitment(job: Job, answer: SignedFinalAnswer): Promise<boolean> {
     if (job.attempt !== answer.attempt || job.state === JobState.Submitted || job.state === JobState.Failed)
@@ -479,7 +498,8 @@ export class JobRunner {
     const session = await chain.getSession(job.sessionId);
     const keyPair = await this.#options.vault.get(job.sessionId);
     if (!keyPair) throw new JobRefusedError('no_session_key', 'this worker holds no key for the session');
-    const prompt = await this.#options.prompts.read(job, session, keyPair, assignment.blockNumber);
+    const place = await this.#promptPlace(job, assignment.blockNumber);
+    const prompt = await this.#options.prompts.read(place, job.sessionId, session, keyPair);
 
     const stopAt = (secondsLeft - guards.commitMarginSeconds) * 1000;
     return this.#answer(

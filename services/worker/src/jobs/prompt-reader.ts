@@ -3,8 +3,8 @@ import {
   decodeBlob,
   openPrompt,
   type BlobSource,
-  type Job,
   type Prompt,
+  type PromptPlace,
   type Session,
   type SessionKeyPair,
 } from '@svc/chain';
@@ -48,9 +48,15 @@ export class PromptReader {
     return this.#blobs.commitsTo(blob, commitment);
   }
 
-  async read(job: Job, session: Session, keyPair: SessionKeyPair, blockNumber: number): Promise<Prompt> {
-    const blob = await this.#fetch(job.promptBlobHash, blockNumber);
-    return this.open(blob, job.promptIndex, job.sessionId, session, keyPair);
+  /** The prompt at `place` (from the job's event on chain) of a job of session `sessionId`. */
+  async read(
+    place: PromptPlace,
+    sessionId: bigint,
+    session: Session,
+    keyPair: SessionKeyPair,
+  ): Promise<Prompt> {
+    const blob = await this.#fetch(place.promptBlobHash, place.blockNumber);
+    return this.open(blob, place.promptIndex, sessionId, session, keyPair);
   }
 
   /**

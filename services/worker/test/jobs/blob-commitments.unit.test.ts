@@ -57,14 +57,16 @@ describe('PromptReader', () => {
         return commitsTo(blob, commitment);
       }),
     });
-    const job = { promptBlobHash: sidecar.versionedHash, promptIndex: 1, sessionId: 1n } as never;
+    const place = { promptBlobHash: sidecar.versionedHash, promptIndex: 1, blockNumber: 1 };
     // Not checked yet: read from the source. The prompt does not open (no session key): refused after the read.
-    await expect(reader.read(job, {} as never, {} as never, 1)).rejects.toMatchObject({
+    await expect(reader.read(place, 1n, {} as never, {} as never)).rejects.toMatchObject({
       reason: 'undecryptable_prompt',
     });
     expect(fetched).toEqual([sidecar.versionedHash]);
     expect(await reader.commitsTo(sidecar.data, sidecar.commitment)).toBe(true);
-    await expect(reader.read(job, {} as never, {} as never, 2)).rejects.toMatchObject({
+    await expect(
+      reader.read({ ...place, blockNumber: 2 }, 1n, {} as never, {} as never),
+    ).rejects.toMatchObject({
       reason: 'undecryptable_prompt',
     });
     expect(fetched).toHaveLength(1);
@@ -93,9 +95,13 @@ describe('PromptReader', () => {
       models: [],
       blobFetchAttempts: 1,
     });
-    const jobAt = (promptIndex: number) =>
-      ({ promptBlobHash: sidecar.versionedHash, promptIndex, sessionId: 1n }) as never;
-    const read = (promptIndex: number) => reader.read(jobAt(promptIndex), {} as never, {} as never, 1);
+    const read = (promptIndex: number) =>
+      reader.read(
+        { promptBlobHash: sidecar.versionedHash, promptIndex, blockNumber: 1 },
+        1n,
+        {} as never,
+        {} as never,
+      );
     // The source fails: every job that waited on that fetch is refused, nothing remembered.
     const first = await Promise.allSettled([read(0), read(1)]);
     expect(first.map((outcome) => outcome.status === 'rejected' && outcome.reason.reason)).toEqual([

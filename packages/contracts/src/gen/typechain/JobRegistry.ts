@@ -66,7 +66,6 @@ export type JobStruct = {
   allowanceEpoch: BigNumberish;
   sessionId: BigNumberish;
   fee: BigNumberish;
-  promptBlobHash: BytesLike;
   promptIndex: BigNumberish;
   commitBatch: BigNumberish;
   commitIndex: BigNumberish;
@@ -84,7 +83,6 @@ export type JobStructOutput = [
   allowanceEpoch: bigint,
   sessionId: bigint,
   fee: bigint,
-  promptBlobHash: string,
   promptIndex: bigint,
   commitBatch: bigint,
   commitIndex: bigint,
@@ -100,7 +98,6 @@ export type JobStructOutput = [
   allowanceEpoch: bigint;
   sessionId: bigint;
   fee: bigint;
-  promptBlobHash: string;
   promptIndex: bigint;
   commitBatch: bigint;
   commitIndex: bigint;
