@@ -109,14 +109,7 @@ export {
   type ChainEndpoint,
 } from './contracts/chain-client.js';
 export type { Job, Session } from './contracts/records.js';
-export {
-  commitRootOf,
-  readCommitBatch,
-  readCommitment,
-  readPromptPlace,
-  type Commitment,
-  type PromptPlace,
-} from './contracts/job-logs.js';
+export { commitRootOf, type Commitment, type PromptPlace } from './contracts/job-logs.js';
 export { chainTimeAfter, chainTimeNow, SharedChainTime } from './contracts/chain-time.js';
 export {
   decodeProtocolLog,

@@ -305,7 +305,11 @@ export class JobRunner {
       await journal.remove(answer.jobId, answer.attempt);
       return 'not-ours';
     }
-    const landed = await this.#promptPlace(job).catch(() => undefined);
+    // No event naming the landed prompt: not this answer's job to commit (a failed read is thrown).
+    const landed = await this.#promptPlace(job).catch((error: unknown) => {
+      if (error instanceof JobRefusedError) return undefined;
+      throw error;
+    });
     if (
       landed?.promptBlobHash.toLowerCase() !== answer.promptBlobHash?.toLowerCase() ||
       landed?.promptIndex !== (answer.promptIndex ?? 0)
