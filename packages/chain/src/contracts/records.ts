@@ -30,12 +30,12 @@ export interface Job {
   readonly allowanceEpoch: number;
   /**
    * The prompt's place among its blob's payloads (until completed); the blob is named by the job's
-   * `JobSubmitted` or `JobReassigned` (`readPromptPlace`).
+   * `JobSubmitted` or `JobReassigned` (`ChainClient.promptPlaceOf`).
    */
   readonly promptIndex: number;
   /**
    * Once completed, the commit batch holding the answer and the answer's place in it; the answer's hash
-   * is in `JobCompleted` (`readCommitment`, docs/protocol.md, Commit batches).
+   * is in `JobCompleted` (`ChainClient.commitmentOf`, docs/protocol.md, Commit batches).
    */
   readonly commitBatch: number;
   readonly commitIndex: number;
